@@ -1,0 +1,59 @@
+// Command contextfold is the context-fold engine and its command-line tools.
+//
+// Usage:
+//
+//	contextfold <command> [arguments]
+//
+// Run "contextfold help" for the list of commands.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+type command struct {
+	name, usage, summary string
+	run                  func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"version", "contextfold version", "print the version", func(_ []string, out, _ io.Writer) int {
+			fmt.Fprintln(out, "contextfold", version)
+			return 0
+		}},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "contextfold: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "contextfold: deterministic, reversible context folding for coding agents")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-44s %s\n", c.usage, c.summary)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/contextfold/contextfold
+
+go 1.26.8

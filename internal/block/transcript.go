@@ -1,0 +1,124 @@
+package block
+
+import "github.com/contextfold/contextfold/internal/rawjson"
+
+// Transcript is an ordered message list linearized into blocks. It grows by
+// appending and shrinks by truncating, so an engine can follow Pi's append-only
+// context and resynchronise from the first message that differs.
+//
+// A durable id belongs to the first block that produced it; a later block
+// with the same id (a duplicated toolCallId, two user messages in one
+// millisecond) gets the positional id "m<i>:<id>" and never folds. Appending
+// never changes an earlier block's id, turn or order.
+type Transcript struct {
+	msgs   []Message
+	blocks []Block
+	first  []int          // first[i] is the index in blocks of message i's first block
+	turns  []int          // turns[i] is the turn count after message i
+	owner  map[string]int // durable id → index in blocks
+}
+
+// NewTranscript returns an empty transcript.
+func NewTranscript() *Transcript {
+	return &Transcript{owner: make(map[string]int)}
+}
+
+// Len returns the number of messages.
+func (t *Transcript) Len() int { return len(t.msgs) }
+
+// Message returns message i.
+func (t *Transcript) Message(i int) *Message { return &t.msgs[i] }
+
+// Blocks returns every block in order. The slice must not be modified.
+func (t *Transcript) Blocks() []Block { return t.blocks }
+
+// MessageBlocks returns the blocks of message i.
+func (t *Transcript) MessageBlocks(i int) []Block {
+	end := len(t.blocks)
+	if i+1 < len(t.first) {
+		end = t.first[i+1]
+	}
+	return t.blocks[t.first[i]:end]
+}
+
+// Lookup returns the block that owns a durable id.
+func (t *Transcript) Lookup(id string) (*Block, bool) {
+	k, ok := t.owner[id]
+	if !ok {
+		return nil, false
+	}
+	return &t.blocks[k], true
+}
+
+// Truncate keeps the first n messages.
+func (t *Transcript) Truncate(n int) {
+	if n >= len(t.msgs) {
+		return
+	}
+	if n < 0 {
+		n = 0
+	}
+	cut := len(t.blocks)
+	if n < len(t.first) {
+		cut = t.first[n]
+	}
+	for k := cut; k < len(t.blocks); k++ {
+		if o, ok := t.owner[t.blocks[k].ID]; ok && o == k {
+			delete(t.owner, t.blocks[k].ID)
+		}
+	}
+	clear(t.blocks[cut:])
+	t.blocks = t.blocks[:cut]
+	clear(t.msgs[n:])
+	t.msgs = t.msgs[:n]
+	t.first = t.first[:n]
+	t.turns = t.turns[:n]
+}
+
+// Append decodes raw as the next message and links its blocks.
+func (t *Transcript) Append(raw []byte) *Message {
+	i := len(t.msgs)
+	m := Decode(raw, i)
+	turn := 0
+	if i > 0 {
+		turn = t.turns[i-1]
+	}
+	if m.Role == "user" {
+		turn++
+	}
+	t.first = append(t.first, len(t.blocks))
+	for _, b := range m.Blocks {
+		b.Turn = turn
+		b.Order = len(t.blocks)
+		if Durable(b.ID) {
+			if _, taken := t.owner[b.ID]; taken {
+				b.ID = positional(i, b.ID)
+			} else {
+				t.owner[b.ID] = len(t.blocks)
+			}
+		}
+		t.blocks = append(t.blocks, b)
+	}
+	m.Blocks = nil // the transcript's flat slice is the one copy
+	t.msgs = append(t.msgs, m)
+	t.turns = append(t.turns, turn)
+	return &t.msgs[i]
+}
+
+// Linearize decodes a whole message array into a transcript.
+func Linearize(raws [][]byte) *Transcript {
+	t := NewTranscript()
+	for _, r := range raws {
+		t.Append(r)
+	}
+	return t
+}
+
+// LinearizeArray decodes a JSON array of messages.
+func LinearizeArray(arr []byte) (*Transcript, error) {
+	els, err := rawjson.Array(arr)
+	if err != nil {
+		return nil, err
+	}
+	return Linearize(els), nil
+}

@@ -1,0 +1,218 @@
+// Package digest writes what a folded block becomes: a {#code FOLDED} tag and
+// a short deterministic body that keeps the block's error lines verbatim.
+//
+// The code is a pure function of the block's durable id (FNV-1a over its
+// UTF-16 code units, mod 36^6, six base-36 digits), so the same block has the
+// same code in every session and every process. The engine is the only author
+// of the tag: text a policy supplies is stripped of anything tag-shaped before
+// the authoritative tag is prepended (DESIGN §8 invariant 2).
+package digest
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+// codeSpace is 36^6: every code fits six base-36 digits.
+const codeSpace = 36 * 36 * 36 * 36 * 36 * 36
+
+// Code returns the six-character fold code of a durable block id.
+func Code(id string) string {
+	h := uint32(0x811c9dc5)
+	mix := func(u uint32) {
+		h ^= u
+		h *= 0x01000193
+	}
+	for i := 0; i < len(id); {
+		c := id[i]
+		if c < utf8.RuneSelf {
+			mix(uint32(c))
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(id[i:])
+		if r == utf8.RuneError && size == 1 {
+			if i+2 < len(id) && id[i] == 0xED && id[i+1] >= 0xA0 && id[i+1] <= 0xBF {
+				// A lone surrogate kept as WTF-8 hashes as its own code unit.
+				mix(uint32(id[i]&0x0F)<<12 | uint32(id[i+1]&0x3F)<<6 | uint32(id[i+2]&0x3F))
+				i += 3
+				continue
+			}
+			mix(0xFFFD)
+			i++
+			continue
+		}
+		if r >= 0x10000 {
+			r -= 0x10000
+			mix(uint32(0xD800 + (r >> 10)))
+			mix(uint32(0xDC00 + (r & 0x3FF)))
+		} else {
+			mix(uint32(r))
+		}
+		i += size
+	}
+	s := strconv.FormatUint(uint64(h%codeSpace), 36)
+	return strings.Repeat("0", 6-len(s)) + s
+}
+
+// Tag returns the marker the model sees in place of a folded block.
+func Tag(code string) string { return "{#" + code + " FOLDED}" }
+
+var tagRE = regexp.MustCompile(`\{#[0-9a-z]{6} FOLDED\}`)
+var codeRE = regexp.MustCompile(`^(?:\{#)?([0-9a-z]{6})(?: folded\})?$`)
+
+// StripTags removes every tag-shaped marker from text a policy supplied.
+func StripTags(s string) string {
+	if !strings.Contains(s, "{#") {
+		return s
+	}
+	return tokens.Trim(tagRE.ReplaceAllString(s, ""))
+}
+
+// ParseCode accepts a bare code ("0qq769") or a whole tag ("{#0qq769 FOLDED}"),
+// with surrounding whitespace and any case, and returns the code.
+func ParseCode(s string) (string, bool) {
+	m := codeRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// Authored prepends the authoritative tag for id to a body, after stripping
+// any tag the body carries.
+func Authored(id, body string) string {
+	body = StripTags(body)
+	if body == "" {
+		return Tag(Code(id))
+	}
+	return Tag(Code(id)) + " " + body
+}
+
+// Limits bound the verbatim risk lines a tool-result digest keeps.
+type Limits struct {
+	MaxLines    int // lines kept
+	MaxChars    int // UTF-16 units across kept lines, newline included
+	MaxLineChar int // units of one kept line before it is clipped
+}
+
+// DefaultLimits are the caps DESIGN and the TypeScript design share.
+var DefaultLimits = Limits{MaxLines: 6, MaxChars: 400, MaxLineChar: 200}
+
+// Risk is the selection of verbatim risk lines for one text.
+type Risk struct {
+	Lines   []string // kept lines, errors first, in order of first occurrence
+	Omitted int      // distinct flagged lines that did not fit
+}
+
+// SelectRisk picks the distinct flagged lines of text (trimmed, each clipped to
+// MaxLineChar), errors before warnings, first occurrence first, within the caps.
+// The first line is always kept, so a block with a failure never folds to a
+// digest without one.
+func SelectRisk(text string, lim Limits) Risk {
+	lines := risk.Lines(text, risk.Warning)
+	if len(lines) == 0 {
+		return Risk{}
+	}
+	seen := make(map[string]bool, len(lines))
+	var errs, warns []string
+	for _, l := range lines {
+		t := tokens.Trim(l.Text)
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		if tokens.Units(t) > lim.MaxLineChar {
+			t = tokens.SafeSlice(t, lim.MaxLineChar-1) + tokens.Ellipsis
+		}
+		if l.Class == risk.Error {
+			errs = append(errs, t)
+		} else {
+			warns = append(warns, t)
+		}
+	}
+	all := append(errs, warns...)
+	var r Risk
+	chars := 0
+	for i, t := range all {
+		u := tokens.Units(t)
+		if len(r.Lines) >= lim.MaxLines || (len(r.Lines) > 0 && chars+u > lim.MaxChars) {
+			r.Omitted = len(all) - i
+			break
+		}
+		r.Lines = append(r.Lines, t)
+		chars += u + 1
+	}
+	return r
+}
+
+// ToolResult returns the digest of a tool result: the tag, then
+// "name → N lines, ~T tok · first line", then its risk lines. tokens is the
+// block's full cost.
+func ToolResult(id, toolName, text string, isError bool, blockTokens int, lim Limits) string {
+	name := toolName
+	if name == "" {
+		name = "result"
+	}
+	var b strings.Builder
+	b.WriteString(Tag(Code(id)))
+	b.WriteByte(' ')
+	b.WriteString(name)
+	b.WriteString(" → ")
+	if tokens.IsBlank(text) {
+		if isError {
+			b.WriteString("error")
+		} else {
+			b.WriteString("empty")
+		}
+		return b.String()
+	}
+	if isError {
+		b.WriteString("error")
+	} else {
+		n := tokens.CountLines(text)
+		b.WriteString(strconv.Itoa(n))
+		if n == 1 {
+			b.WriteString(" line")
+		} else {
+			b.WriteString(" lines")
+		}
+	}
+	b.WriteString(", ~")
+	b.WriteString(strconv.Itoa(blockTokens))
+	b.WriteString(" tok")
+	if peek := tokens.FirstLine(text, 60); peek != "" {
+		b.WriteString(" · ")
+		b.WriteString(peek)
+	}
+	r := SelectRisk(text, lim)
+	for _, l := range r.Lines {
+		b.WriteByte('\n')
+		b.WriteString(l)
+	}
+	if r.Omitted > 0 {
+		b.WriteString("\n… +")
+		b.WriteString(strconv.Itoa(r.Omitted))
+		b.WriteString(" more flagged lines")
+	}
+	return b.String()
+}
+
+// Thinking returns the digest of a thinking part: "thought · ~T tok · first line".
+func Thinking(id, text string) string {
+	var b strings.Builder
+	b.WriteString(Tag(Code(id)))
+	b.WriteString(" thought · ~")
+	b.WriteString(strconv.Itoa(tokens.Estimate(text)))
+	b.WriteString(" tok")
+	if gist := tokens.FirstLine(text, 80); gist != "" {
+		b.WriteString(" · ")
+		b.WriteString(gist)
+	}
+	return b.String()
+}

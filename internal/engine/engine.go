@@ -1,0 +1,677 @@
+// Package engine is the fold store: it runs the per-request pipeline of
+// DESIGN §3 and owns the committed fold layers.
+//
+//	linearize → frozen ops → view → policy → lower → commit → merged ops
+//
+// An Engine follows one session's outgoing context. Each Step keeps a prefix
+// of the messages it already holds and appends the new ones, so a caller
+// ships deltas, not transcripts. A fold event is committed through a Journal
+// that must durably record every block's fold record and the event's
+// seed-index record before the layer freezes; a journal failure rejects the
+// whole event and that request gets only already-frozen folds. Frozen bytes
+// never change: only an explicit Unfold releases a block, for good.
+//
+// The engine has no clock, no randomness and no I/O of its own; replaying
+// the recorded entries (Replay) rebuilds the same state.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/contextfold/contextfold/internal/apply"
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/ladder"
+	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/seedindex"
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+// DefaultWindow is the context window assumed when the caller knows none.
+const DefaultWindow = 200_000
+
+// protectOverflow lets the protected tail exceed its target by 25 % rather
+// than stop just short of a large block.
+const protectOverflow = 1.25
+
+// Config configures an Engine. The zero value uses the shipped defaults.
+type Config struct {
+	Knobs  policy.Knobs
+	Policy policy.Policy
+	Limits digest.Limits
+	// DefaultWindow is used when a request names no window.
+	DefaultWindow int
+	// Cost is the token oracle for a block's text (tokens.Block by default).
+	Cost func(string) int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Knobs == (policy.Knobs{}) {
+		c.Knobs = policy.DefaultKnobs
+	}
+	if c.Policy == nil {
+		c.Policy = ladder.Ladder{}
+	}
+	if c.Limits == (digest.Limits{}) {
+		c.Limits = digest.DefaultLimits
+	}
+	if c.DefaultWindow <= 0 {
+		c.DefaultWindow = DefaultWindow
+	}
+	if c.Cost == nil {
+		c.Cost = tokens.Block
+	}
+	return c
+}
+
+// Event is one fold event ready to commit: a fold record per masked block
+// (the record's Digest is the frozen text) and the seed-index record.
+type Event struct {
+	Seq     int
+	Trigger policy.Trigger
+	Folds   []registry.Record
+	Index   seedindex.Record
+}
+
+// Journal makes engine decisions durable. The engine calls it before any
+// decision takes effect; an error means nothing took effect.
+type Journal interface {
+	// Commit durably records an event's fold records and seed-index record.
+	Commit(ev *Event) error
+	// Unfold durably records that the agent released these block ids.
+	Unfold(ids []string) error
+}
+
+// NopJournal records nothing; for offline replays where durability is moot.
+type NopJournal struct{}
+
+// Commit implements Journal.
+func (NopJournal) Commit(*Event) error { return nil }
+
+// Unfold implements Journal.
+func (NopJournal) Unfold([]string) error { return nil }
+
+// Layer is one committed fold event's substitutions. Layers are immutable.
+type Layer struct {
+	Seq     int            `json:"seq"`
+	Trigger policy.Trigger `json:"trigger"`
+	Entries []LayerEntry   `json:"entries"`
+}
+
+// LayerEntry is one frozen substitution.
+type LayerEntry struct {
+	ID   string `json:"id"`
+	Code string `json:"code"`
+	Text string `json:"text"`
+}
+
+// Placement says that the frozen text of layer Seq, entry Index, replaces
+// message Msg's part Part (-1: a tool result's whole content) this request.
+type Placement struct {
+	Msg   int `json:"m"`
+	Part  int `json:"p"`
+	Seq   int `json:"s"`
+	Index int `json:"i"`
+}
+
+type frozen struct {
+	seq, index int
+	text       string
+	tokens     int
+}
+
+// meta caches what the engine derives from one block. It lives exactly as
+// long as the block: a resync that replaces a message drops its meta, so a
+// cache entry can never outlive the content it was computed from.
+type meta struct {
+	done   bool
+	digest string
+	tokens int
+	facts  *seedindex.Facts
+}
+
+// Engine is the fold store of one session. It is not safe for concurrent use.
+type Engine struct {
+	cfg      Config
+	tr       *block.Transcript
+	meta     []meta
+	frozen   map[string]*frozen
+	layers   []*Layer
+	reg      *registry.Registry
+	unfolded map[string]bool
+	rejected map[string]bool // code collisions: held raw for the session
+	lastSeq  int
+	version  int // bumped whenever the placement set may have changed
+}
+
+// New returns an empty engine.
+func New(cfg Config) *Engine {
+	return &Engine{
+		cfg:      cfg.withDefaults(),
+		tr:       block.NewTranscript(),
+		frozen:   make(map[string]*frozen),
+		reg:      registry.New(),
+		unfolded: make(map[string]bool),
+		rejected: make(map[string]bool),
+	}
+}
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// SetKnobs changes the knobs for future folds; frozen bytes never move.
+func (e *Engine) SetKnobs(k policy.Knobs) { e.cfg.Knobs = k }
+
+// Transcript returns the messages the engine holds.
+func (e *Engine) Transcript() *block.Transcript { return e.tr }
+
+// Registry returns the fold registry.
+func (e *Engine) Registry() *registry.Registry { return e.reg }
+
+// Layer returns the committed layer with sequence number seq.
+func (e *Engine) Layer(seq int) (*Layer, bool) {
+	i := sort.Search(len(e.layers), func(i int) bool { return e.layers[i].Seq >= seq })
+	if i < len(e.layers) && e.layers[i].Seq == seq {
+		return e.layers[i], true
+	}
+	return nil, false
+}
+
+// Layers returns every committed layer in sequence order.
+func (e *Engine) Layers() []*Layer { return e.layers }
+
+// LastSeq returns the newest sequence number in use.
+func (e *Engine) LastSeq() int { return e.lastSeq }
+
+// EnsureSeqAtLeast raises the sequence floor, so a later event never reuses a
+// number another record (a compaction's) already claimed.
+func (e *Engine) EnsureSeqAtLeast(seq int) {
+	if seq > e.lastSeq {
+		e.lastSeq = seq
+	}
+}
+
+// Version changes whenever the set of placements may have changed.
+func (e *Engine) Version() int { return e.version }
+
+// Frozen reports whether id is committed in a layer and not unfolded.
+func (e *Engine) Frozen(id string) bool {
+	_, ok := e.frozen[id]
+	return ok && !e.unfolded[id]
+}
+
+// Unfolded reports whether the agent released id.
+func (e *Engine) Unfolded(id string) bool { return e.unfolded[id] }
+
+// Request is one model request's delta.
+type Request struct {
+	// Keep is how many messages of the previous request are unchanged; the
+	// rest are dropped before Append. Keep ≥ Len() keeps everything.
+	Keep int
+	// Append are the messages after the kept ones, as raw JSON.
+	Append [][]byte
+	// Window is the context window in tokens; 0 uses the default.
+	Window int
+	// Reported is the provider-anchored usage estimate, 0 when unknown.
+	Reported int
+	// Cold is set while the session never had a live cache read.
+	Cold bool
+}
+
+// Result is what one Step decided.
+type Result struct {
+	// Placements are every substitution to apply to this request, in message
+	// order: already-frozen folds plus this request's event, if any.
+	Placements []Placement
+	// Event is the fold event committed by this request, if any.
+	Event *Event
+	// Rejected is set when the policy asked for an event the journal refused.
+	Rejected error
+	// Collisions lists ids dropped from the event for a fold-code collision;
+	// they stay raw for the session.
+	Collisions []string
+	// Status is the policy's display status.
+	Status policy.Status
+	// Version is the placement version after this request.
+	Version int
+}
+
+// Len returns how many messages the engine holds.
+func (e *Engine) Len() int { return e.tr.Len() }
+
+// Sync replaces the held messages from index keep on with msgs, without
+// running the policy.
+func (e *Engine) Sync(keep int, msgs [][]byte) {
+	if keep < e.tr.Len() {
+		e.tr.Truncate(keep)
+		n := len(e.tr.Blocks())
+		clear(e.meta[n:])
+		e.meta = e.meta[:n]
+		e.version++
+	}
+	for _, raw := range msgs {
+		e.tr.Append(raw)
+		for _, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
+			if _, ok := e.frozen[b.ID]; ok {
+				e.version++ // a frozen block (re)entered the context
+			}
+		}
+	}
+	if n := len(e.tr.Blocks()); n > len(e.meta) {
+		e.meta = append(e.meta, make([]meta, n-len(e.meta))...)
+	}
+}
+
+// Step runs the pipeline for one request.
+func (e *Engine) Step(req Request, j Journal) (res Result) {
+	if j == nil {
+		j = NopJournal{}
+	}
+	e.Sync(req.Keep, req.Append)
+	blocks := e.tr.Blocks()
+	view := e.buildView(req)
+	dec := e.cfg.Policy.Conduct(&view)
+	res.Status = dec.Status
+	if len(dec.Fold) > 0 {
+		ev, collisions := e.lower(dec, &view, req)
+		res.Collisions = collisions
+		if ev != nil {
+			if err := j.Commit(ev); err != nil {
+				res.Rejected = fmt.Errorf("fold event %d rejected: %w", ev.Seq, err)
+			} else {
+				e.freeze(ev)
+				res.Event = ev
+			}
+		}
+	}
+	res.Placements = e.placements(blocks)
+	res.Version = e.version
+	return res
+}
+
+// Placements returns the substitutions for the messages currently held.
+func (e *Engine) Placements() []Placement { return e.placements(e.tr.Blocks()) }
+
+func (e *Engine) placements(blocks []block.Block) []Placement {
+	var out []Placement
+	if len(e.frozen) == 0 {
+		return out
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		f, ok := e.frozen[b.ID]
+		if !ok || e.unfolded[b.ID] || !b.Foldable() {
+			continue
+		}
+		out = append(out, Placement{Msg: b.Msg, Part: b.Part, Seq: f.seq, Index: f.index})
+	}
+	return out
+}
+
+// Substs resolves placements to positional substitutions with their text.
+func (e *Engine) Substs(ps []Placement) []apply.Subst {
+	out := make([]apply.Subst, 0, len(ps))
+	for _, p := range ps {
+		l, ok := e.Layer(p.Seq)
+		if !ok || p.Index >= len(l.Entries) {
+			continue
+		}
+		out = append(out, apply.Subst{Msg: p.Msg, Part: p.Part, Text: l.Entries[p.Index].Text})
+	}
+	return out
+}
+
+// Render returns the held messages with every placement applied.
+func (e *Engine) Render() [][]byte {
+	raws := make([][]byte, e.tr.Len())
+	for i := range raws {
+		raws[i] = e.tr.Message(i).Raw
+	}
+	out, _ := apply.Messages(raws, e.Substs(e.Placements()))
+	return out
+}
+
+func (e *Engine) frame(window int) (budget, tail int) {
+	k := e.cfg.Knobs
+	budget = int(float64(window) * k.BudgetFraction)
+	if k.BudgetCap > 0 && k.BudgetCap < budget {
+		budget = k.BudgetCap
+	}
+	tail = min(k.Tail, budget/2)
+	return budget, tail
+}
+
+// ensureMeta computes a block's digest on first need.
+func (e *Engine) ensureMeta(k int) *meta {
+	m := &e.meta[k]
+	if m.done {
+		return m
+	}
+	b := &e.tr.Blocks()[k]
+	switch b.Kind {
+	case block.ToolResult:
+		m.digest = digest.ToolResult(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits)
+	case block.Thinking:
+		m.digest = digest.Thinking(b.ID, b.Text)
+	}
+	m.tokens = e.cfg.Cost(m.digest)
+	m.done = true
+	return m
+}
+
+func (e *Engine) buildView(req Request) policy.View {
+	blocks := e.tr.Blocks()
+	window := req.Window
+	if window <= 0 {
+		window = e.cfg.DefaultWindow
+	}
+	budget, tail := e.frame(window)
+	v := policy.View{
+		Blocks:   make([]policy.ViewBlock, len(blocks)),
+		Window:   window,
+		Budget:   budget,
+		Reported: req.Reported,
+		Cold:     req.Cold,
+		Knobs:    e.cfg.Knobs,
+	}
+	// First delivery: tool results after the latest assistant message have
+	// not reached the model yet and are held, parallel results together.
+	lastAssistant := -1
+	for i := e.tr.Len() - 1; i >= 0; i-- {
+		if e.tr.Message(i).Role == "assistant" {
+			lastAssistant = i
+			break
+		}
+	}
+	for i := 0; i < e.tr.Len(); i++ {
+		if e.tr.Message(i).Role == "assistant" {
+			v.Requests++
+		}
+	}
+	for k := range blocks {
+		b := &blocks[k]
+		vb := &v.Blocks[k]
+		*vb = policy.ViewBlock{
+			ID: b.ID, Kind: b.Kind, Turn: b.Turn, Order: b.Order, Msg: b.Msg,
+			Tokens: b.Tokens, FoldedTokens: b.Tokens,
+			Durable: block.Durable(b.ID), Foldable: b.Foldable(),
+			ToolName: b.ToolName, IsError: b.IsError,
+		}
+		if f, ok := e.frozen[b.ID]; ok && !e.unfolded[b.ID] && vb.Foldable {
+			vb.Frozen = true
+			vb.FoldedTokens = f.tokens
+		}
+		vb.Held = e.unfolded[b.ID] || e.rejected[b.ID] ||
+			(b.Kind == block.ToolResult && b.Msg > lastAssistant)
+		if vb.Frozen {
+			v.LiveTokens += vb.FoldedTokens
+		} else {
+			v.LiveTokens += vb.Tokens
+		}
+	}
+	v.TailTarget = tail
+	v.ProtectFrom = protectFrom(v.Blocks, tail)
+	for k := range v.Blocks {
+		vb := &v.Blocks[k]
+		vb.Protected = k >= v.ProtectFrom
+		if vb.Durable && vb.Foldable && !vb.Frozen && !vb.Protected && !vb.Held {
+			vb.FoldedTokens = e.ensureMeta(k).tokens
+		}
+	}
+	return v
+}
+
+// protectFrom walks back from the newest block and returns the index of the
+// first protected block: the newest block always, then older blocks while the
+// rendered total stays under target (allowing a 25 % overflow).
+func protectFrom(bs []policy.ViewBlock, target int) int {
+	n := len(bs)
+	if n == 0 {
+		return 0
+	}
+	if target <= 0 {
+		return n
+	}
+	rendered := func(b *policy.ViewBlock) int {
+		if b.Frozen {
+			return b.FoldedTokens
+		}
+		return b.Tokens
+	}
+	limit := int(float64(target) * protectOverflow)
+	sum := rendered(&bs[n-1])
+	if sum >= target {
+		return n - 1
+	}
+	for i := n - 2; i >= 0; i-- {
+		next := sum + rendered(&bs[i])
+		if next > limit {
+			return i + 1
+		}
+		sum = next
+		if sum >= target {
+			return i
+		}
+	}
+	return 0
+}
+
+// lower turns a decision into an event: it re-checks every id (single
+// disposition, durable, foldable, not protected, held, frozen or rejected,
+// digest smaller than the block), authors the digest text, and drops ids
+// whose fold code collides. It returns nil when nothing is left to fold.
+func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event, []string) {
+	blocks := e.tr.Blocks()
+	index := make(map[string]int, len(dec.Fold))
+	for _, id := range dec.Fold {
+		index[id] = -1
+	}
+	for k := range blocks {
+		if _, ok := index[blocks[k].ID]; ok && index[blocks[k].ID] < 0 {
+			index[blocks[k].ID] = k
+		}
+	}
+	seq := e.lastSeq + 1
+	ev := &Event{Seq: seq, Trigger: dec.Trigger}
+	if ev.Trigger == "" {
+		ev.Trigger = policy.Threshold
+	}
+	var collisions []string
+	taken := map[string]bool{}
+	codes := map[string]string{}
+	var masked []seedindex.Masked
+	for _, id := range dec.Fold {
+		k := index[id]
+		if k < 0 || taken[id] {
+			continue
+		}
+		taken[id] = true
+		vb := &v.Blocks[k]
+		if !vb.Durable || !vb.Foldable || vb.Protected || vb.Held || vb.Frozen {
+			continue
+		}
+		if _, done := e.frozen[id]; done {
+			continue // frozen bytes outrank any later op for the same id
+		}
+		b := &blocks[k]
+		m := e.ensureMeta(k)
+		text := m.digest
+		if body, ok := dec.Digests[id]; ok {
+			text = digest.Authored(id, body)
+		}
+		if e.cfg.Cost(text) >= b.Tokens {
+			continue // folding would not make it smaller
+		}
+		code := digest.Code(id)
+		if e.reg.Collides(id, code) || (codes[code] != "" && codes[code] != id) {
+			e.rejected[id] = true
+			collisions = append(collisions, id)
+			continue
+		}
+		codes[code] = id
+		bytes, lines := registry.Extent(b.Text)
+		rec := registry.Record{
+			ID: id, Code: code, Seq: seq, Bytes: bytes, Lines: lines, SHA256: registry.Sum(b.Text),
+			Tool: b.ToolName, Kind: b.Kind.String(), IsError: b.IsError, Turn: b.Turn,
+			FullOutputPath: b.FullOutputPath, Digest: text,
+		}
+		ev.Folds = append(ev.Folds, rec)
+		if m.facts == nil {
+			f := seedindex.Extract(b.Text)
+			m.facts = &f
+		}
+		masked = append(masked, seedindex.Masked{Block: b, Facts: *m.facts, Span: spanOf(&rec)})
+	}
+	if len(ev.Folds) == 0 {
+		return nil, collisions
+	}
+	used := v.Used()
+	frac := 0.0
+	if v.Window > 0 {
+		frac = float64(used) / float64(v.Window)
+	}
+	ev.Index = seedindex.Build(seedindex.Input{
+		Seq: seq, Trigger: string(ev.Trigger),
+		Usage:  seedindex.Usage{Tokens: used, Window: v.Window, Fraction: float64(int64(frac*1000+0.5)) / 1000},
+		Masked: masked, Calls: e.calls(), Users: e.users(),
+	})
+	return ev, collisions
+}
+
+func spanOf(r *registry.Record) seedindex.Span {
+	return seedindex.Span{ID: r.ID, Code: r.Code, Tool: r.Tool, Kind: r.Kind, Turn: r.Turn,
+		Bytes: r.Bytes, Lines: r.Lines, SHA256: r.SHA256, FullOutputPath: r.FullOutputPath}
+}
+
+func (e *Engine) calls() map[string]*block.Block {
+	blocks := e.tr.Blocks()
+	out := make(map[string]*block.Block)
+	for k := range blocks {
+		if b := &blocks[k]; b.Kind == block.ToolCall && b.CallID != "" {
+			if _, dup := out[b.CallID]; !dup {
+				out[b.CallID] = b
+			}
+		}
+	}
+	return out
+}
+
+func (e *Engine) users() []*block.Block {
+	blocks := e.tr.Blocks()
+	var out []*block.Block
+	for k := range blocks {
+		if blocks[k].Kind == block.User {
+			out = append(out, &blocks[k])
+		}
+	}
+	return out
+}
+
+// freeze makes a committed event's layer part of every later request.
+func (e *Engine) freeze(ev *Event) {
+	l := &Layer{Seq: ev.Seq, Trigger: ev.Trigger}
+	for _, rec := range ev.Folds {
+		e.reg.Add(rec)
+		if rec.Digest == "" {
+			continue // a compaction record: recall only, nothing to substitute
+		}
+		if _, done := e.frozen[rec.ID]; done {
+			continue
+		}
+		e.frozen[rec.ID] = &frozen{seq: ev.Seq, index: len(l.Entries), text: rec.Digest, tokens: e.cfg.Cost(rec.Digest)}
+		l.Entries = append(l.Entries, LayerEntry{ID: rec.ID, Code: rec.Code, Text: rec.Digest})
+	}
+	e.insertLayer(l)
+	if ev.Seq > e.lastSeq {
+		e.lastSeq = ev.Seq
+	}
+	e.version++
+}
+
+func (e *Engine) insertLayer(l *Layer) {
+	i := sort.Search(len(e.layers), func(i int) bool { return e.layers[i].Seq >= l.Seq })
+	if i < len(e.layers) && e.layers[i].Seq == l.Seq {
+		e.layers[i] = l
+		return
+	}
+	e.layers = append(e.layers, nil)
+	copy(e.layers[i+1:], e.layers[i:])
+	e.layers[i] = l
+}
+
+// UnfoldStatus is the outcome of unfolding one code.
+type UnfoldStatus string
+
+// Unfold outcomes.
+const (
+	Released  UnfoldStatus = "unfolded"  // raw again from the next request
+	Already   UnfoldStatus = "already"   // was unfolded before
+	Compacted UnfoldStatus = "compacted" // folded, but its message left live history
+	NotFolded UnfoldStatus = "unknown"   // no folded block has this code
+)
+
+// UnfoldResult is the outcome for one requested code.
+type UnfoldResult struct {
+	Code   string       `json:"code"`
+	ID     string       `json:"id,omitempty"`
+	Status UnfoldStatus `json:"status"`
+}
+
+// ErrBadCode reports a code that is neither a bare code nor a tag.
+var ErrBadCode = errors.New("not a fold code")
+
+// Unfold releases the blocks behind codes for good, after the journal
+// records it. Only folded blocks answer (EDGES 12).
+func (e *Engine) Unfold(codes []string, j Journal) ([]UnfoldResult, error) {
+	if j == nil {
+		j = NopJournal{}
+	}
+	out := make([]UnfoldResult, 0, len(codes))
+	var release []string
+	pending := map[string]bool{}
+	for _, raw := range codes {
+		code, ok := digest.ParseCode(raw)
+		if !ok {
+			out = append(out, UnfoldResult{Code: raw, Status: NotFolded})
+			continue
+		}
+		rec, ok := e.reg.ByCode(code)
+		switch {
+		case !ok:
+			out = append(out, UnfoldResult{Code: code, Status: NotFolded})
+		case e.unfolded[rec.ID] || pending[rec.ID]:
+			out = append(out, UnfoldResult{Code: code, ID: rec.ID, Status: Already})
+		case !e.live(rec.ID):
+			out = append(out, UnfoldResult{Code: code, ID: rec.ID, Status: Compacted})
+		case e.frozen[rec.ID] == nil:
+			out = append(out, UnfoldResult{Code: code, ID: rec.ID, Status: NotFolded})
+		default:
+			out = append(out, UnfoldResult{Code: code, ID: rec.ID, Status: Released})
+			release = append(release, rec.ID)
+			pending[rec.ID] = true
+		}
+	}
+	if len(release) == 0 {
+		return out, nil
+	}
+	if err := j.Unfold(release); err != nil {
+		return nil, fmt.Errorf("unfold not recorded: %w", err)
+	}
+	for _, id := range release {
+		e.unfolded[id] = true
+	}
+	e.version++
+	return out, nil
+}
+
+// live reports whether a block with id is in the held messages.
+func (e *Engine) live(id string) bool {
+	_, ok := e.tr.Lookup(id)
+	return ok
+}
+
+// Live returns the held block with id.
+func (e *Engine) Live(id string) (*block.Block, bool) { return e.tr.Lookup(id) }

@@ -1,0 +1,78 @@
+// Package ladder is the discrete fold ladder, the shipped fold policy.
+//
+// Folding happens in discrete events, never continuously, because any change
+// to history moves bytes and invalidates the provider's cached prefix: an
+// event pays that once and its bytes then stay frozen. An event fires when
+// usage has passed the first-fold threshold (FoldAt of the window, ColdFoldAt
+// while the session never had a live cache read) and the maskable mass is
+// worth at least one ladder step (FoldStep of the window), or, regardless of
+// both, when usage crosses the budget. Only stale tool results and thinking
+// fold; the engine's view already marks the protected tail, first-delivery
+// results and unfolded blocks as off limits.
+package ladder
+
+import (
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/policy"
+)
+
+// Ladder is the fold ladder policy. The zero value is ready to use.
+type Ladder struct{}
+
+// Conduct implements policy.Policy.
+func (Ladder) Conduct(v *policy.View) policy.Decision {
+	k := v.Knobs
+	used := v.Used()
+	frac := 0.0
+	if v.Window > 0 {
+		frac = float64(used) / float64(v.Window)
+	}
+	foldAt := k.FoldAt
+	if v.Cold {
+		foldAt = min(k.ColdFoldAt, k.FoldAt)
+	}
+	var ids []string
+	savings := 0
+	floor := 0
+	for i := range v.Blocks {
+		b := &v.Blocks[i]
+		if b.Maskable() && (b.Kind == block.ToolResult || b.Kind == block.Thinking) {
+			ids = append(ids, b.ID)
+			savings += b.Tokens - b.FoldedTokens
+		}
+		if b.Kind == block.User || b.Protected || b.Held {
+			floor += b.Tokens
+		}
+	}
+	step := int(k.FoldStep * float64(v.Window))
+	overCap := v.LiveTokens > v.Budget || (v.Reported > 0 && v.Reported > v.Budget)
+	threshold := v.Window > 0 && frac >= foldAt && savings >= step
+	st := policy.Status{
+		UsageFraction:    round3(frac),
+		FoldAt:           round3(foldAt),
+		MaskableTokens:   savings,
+		StepTokens:       step,
+		LiveTokens:       v.LiveTokens,
+		Budget:           v.Budget,
+		OverBudget:       overCap,
+		IrreducibleFloor: floor,
+	}
+	if !overCap && !threshold {
+		return policy.Decision{Status: st}
+	}
+	if len(ids) == 0 || savings <= 0 {
+		st.Note = "over budget: nothing left to fold (the tail and user messages are the floor)"
+		return policy.Decision{Status: st}
+	}
+	trigger := policy.Threshold
+	if overCap && !threshold {
+		trigger = policy.Cap
+	}
+	st.MaskableTokens = 0
+	st.LiveTokens = v.LiveTokens - savings
+	return policy.Decision{Fold: ids, Trigger: trigger, Status: st}
+}
+
+func round3(x float64) float64 {
+	return float64(int64(x*1000+0.5)) / 1000
+}

@@ -1,0 +1,126 @@
+// Package policy is the contract between a fold policy, which decides what
+// folds and when, and the engine, which performs folds and owns their bytes.
+//
+// The whole contract is one pure function, Conduct(view) → Decision. The
+// engine re-checks every id a policy names against its own rules, so a policy
+// defect can waste a fold but never corrupt what is sent.
+package policy
+
+import "github.com/contextfold/contextfold/internal/block"
+
+// Knobs are the tunable thresholds, with the names the TypeScript design and
+// its CONTEXTFOLD_* environment variables use.
+type Knobs struct {
+	FoldAt         float64 // first fold when usage ≥ FoldAt × window
+	FoldStep       float64 // an event must mask ≥ FoldStep × window
+	ColdFoldAt     float64 // FoldAt when the session never had a live cache read
+	BudgetFraction float64 // budget = min(BudgetCap, BudgetFraction × window)
+	BudgetCap      int     // absolute budget ceiling in tokens; 0 disables
+	Tail           int     // protected working tail in tokens (clamped to budget/2)
+}
+
+// DefaultKnobs are the shipped defaults.
+var DefaultKnobs = Knobs{
+	FoldAt:         0.45,
+	FoldStep:       0.12,
+	ColdFoldAt:     0.25,
+	BudgetFraction: 0.75,
+	BudgetCap:      200_000,
+	Tail:           20_000,
+}
+
+// ViewBlock is one block as a policy sees it.
+type ViewBlock struct {
+	ID           string
+	Kind         block.Kind
+	Turn, Order  int
+	Msg          int
+	Tokens       int  // cost at full fidelity
+	FoldedTokens int  // cost as a digest (frozen text when frozen; Tokens when it cannot fold)
+	Durable      bool // id is content-anchored
+	Foldable     bool // passes the kind gate
+	Held         bool // unfolded by the agent, first delivery, or collision-rejected
+	Frozen       bool // committed in a layer
+	Protected    bool // inside the protected tail
+	ToolName     string
+	IsError      bool
+}
+
+// Maskable reports whether a policy may ask for this block: a durable,
+// foldable, unprotected, unheld, unfrozen block whose digest is smaller.
+func (b *ViewBlock) Maskable() bool {
+	return b.Durable && b.Foldable && !b.Protected && !b.Held && !b.Frozen && b.FoldedTokens < b.Tokens
+}
+
+// View is the read-only picture of one request.
+type View struct {
+	Blocks []ViewBlock
+	// Window is the model's context window in tokens.
+	Window int
+	// Budget is min(BudgetCap, BudgetFraction × Window).
+	Budget int
+	// LiveTokens is the estimated cost of the messages as they would be sent
+	// with only frozen folds applied.
+	LiveTokens int
+	// Reported is the provider-anchored usage when the caller knows it, else 0.
+	Reported int
+	// Cold is set while the session has never had a live cache read.
+	Cold bool
+	// ProtectFrom is the index in Blocks of the first protected block.
+	ProtectFrom int
+	// TailTarget is the protected-tail target after clamping.
+	TailTarget int
+	// Knobs are the effective knobs.
+	Knobs Knobs
+	// Requests is the number of assistant responses already in the context.
+	Requests int
+}
+
+// Used returns the usage the thresholds are judged on: provider-reported
+// when known, the estimate otherwise.
+func (v *View) Used() int {
+	if v.Reported > 0 {
+		return v.Reported
+	}
+	return v.LiveTokens
+}
+
+// Trigger says why an event fired.
+type Trigger string
+
+// Triggers.
+const (
+	Threshold Trigger = "threshold"
+	Cap       Trigger = "cap"
+	Compact   Trigger = "compact"
+)
+
+// Decision is a policy's answer for one request.
+type Decision struct {
+	// Fold lists the ids to fold in this event; empty means no event.
+	Fold []string
+	// Digests optionally supplies body text per id; the engine strips any tag
+	// from it and prepends its own. Absent ids get the engine's digest.
+	Digests map[string]string
+	Trigger Trigger
+	Status  Status
+}
+
+// Status is display-only telemetry a policy publishes each request.
+type Status struct {
+	UsageFraction    float64 `json:"usageFraction"`
+	FoldAt           float64 `json:"foldAt"`
+	MaskableTokens   int     `json:"maskableTokens"`
+	StepTokens       int     `json:"stepTokens"`
+	LiveTokens       int     `json:"liveTokens"`
+	Budget           int     `json:"budget"`
+	OverBudget       bool    `json:"overBudget"`
+	IrreducibleFloor int     `json:"irreducibleFloor"`
+	Note             string  `json:"note,omitempty"`
+}
+
+// Policy decides which blocks fold. Conduct must be deterministic and must
+// not modify the view.
+type Policy interface {
+	Conduct(v *View) Decision
+}

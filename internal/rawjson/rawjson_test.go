@@ -1,0 +1,167 @@
+package rawjson
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestQuoteMatchesJSONStringify(t *testing.T) {
+	// Expected values are what node's JSON.stringify prints for the same string.
+	tests := []struct {
+		in, want string
+	}{
+		{"plain", `"plain"`},
+		{"a\"b\\c", `"a\"b\\c"`},
+		{"\b\f\n\r\t", `"\b\f\n\r\t"`},
+		{"\x01\x1f", `"\u0001\u001f"`},
+		{"<>&", `"<>&"`},
+		{"\u2028\u2029", "\"\u2028\u2029\""},
+		{"é😀", `"é😀"`},
+		{"\x7f", "\"\x7f\""},
+		{"\xed\xa0\x80", `"\ud800"`}, // WTF-8 lone high surrogate
+		{"\xed\xbf\xbf", `"\udfff"`}, // WTF-8 lone low surrogate
+		{"a\xffb", "\"a\uFFFDb\""},   // invalid UTF-8 byte
+		{"", `""`},
+	}
+	for _, tt := range tests {
+		if got := QuoteString(tt.in); got != tt.want {
+			t.Errorf("Quote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{`"plain"`, "plain", true},
+		{`"a\nb"`, "a\nb", true},
+		{`"\u00e9\ud83d\ude00"`, "é😀", true},
+		{`"\ud800"`, "\xed\xa0\x80", true},
+		{`"\ud800x"`, "\xed\xa0\x80x", true},
+		{`"\udc00\ud800"`, "\xed\xb0\x80\xed\xa0\x80", true},
+		{`"\/"`, "/", true},
+		{"\"a\xffb\"", "a\uFFFDb", true},
+		{`"bad\q"`, "", false},
+		{`"ctl` + "\x01" + `"`, "", false},
+		{`"\u12"`, "", false},
+		{`nope`, "", false},
+	}
+	for _, tt := range tests {
+		got, err := Unquote([]byte(tt.in))
+		if (err == nil) != tt.ok {
+			t.Errorf("Unquote(%s) err = %v, want ok=%v", tt.in, err, tt.ok)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("Unquote(%s) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestObjectKeepsOrderAndBytes(t *testing.T) {
+	in := `{ "b" : 1 , "a":{"x":[1, 2]},"c":"\u0041" ,"b":2}`
+	ms, err := Object([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"b", "a", "c", "b"}
+	vals := []string{`1`, `{"x":[1, 2]}`, `"\u0041"`, `2`}
+	if len(ms) != len(keys) {
+		t.Fatalf("got %d members", len(ms))
+	}
+	for i, m := range ms {
+		if m.Key != keys[i] || string(m.Value) != vals[i] {
+			t.Errorf("member %d = %q:%s, want %q:%s", i, m.Key, m.Value, keys[i], vals[i])
+		}
+	}
+	if v, _ := Get(ms, "b"); string(v) != "2" {
+		t.Errorf("Get returns %s, want the last duplicate", v)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	for _, in := range []string{``, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `[1,]`, `[1 2]`, `{"a":1} x`, `01`, `1.`, `-`, `1e`, `tru`, `"abc`, `{"a":[}`} {
+		if Valid([]byte(in)) {
+			t.Errorf("Valid(%q) = true", in)
+		}
+		if _, err := Object([]byte(in)); err == nil {
+			t.Errorf("Object(%q) accepted", in)
+		}
+	}
+}
+
+func TestJSNumber(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"1796207641826", "1796207641826"},
+		{"1.796207641826e12", "1796207641826"},
+		{"-5", "-5"},
+		{"-0", "0"},
+		{"0.5", "0.5"},
+		{"1e21", "1e+21"},
+		{"1e-7", "1e-7"},
+		{"0.000001", "0.000001"},
+		{"12345678901234567890", "12345678901234567000"},
+		{"007", ""},
+	}
+	for _, tt := range tests {
+		got, ok := JSNumber([]byte(tt.in))
+		if tt.want == "" {
+			if ok && Valid([]byte(tt.in)) {
+				t.Errorf("JSNumber(%s) accepted invalid literal", tt.in)
+			}
+			continue
+		}
+		if !ok || got != tt.want {
+			t.Errorf("JSNumber(%s) = %q,%v want %q", tt.in, got, ok, tt.want)
+		}
+	}
+}
+
+// FuzzRoundTrip: Quote∘Unquote is the identity on decoded strings, the scanner
+// agrees with encoding/json on validity, and nothing panics.
+func FuzzRoundTrip(f *testing.F) {
+	for _, s := range []string{`"x"`, `{"a":[1,{"b":null}]}`, `"\ud800"`, `[1e5,-0.1,true]`, "\"\xff\"", `"\u2028"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		valid := Valid(b)
+		if utf8.Valid(b) && valid != json.Valid(b) {
+			t.Fatalf("Valid(%q)=%v, encoding/json says %v", b, valid, json.Valid(b))
+		}
+		if !valid {
+			return
+		}
+		tb := Trim(b)
+		if IsString(tb) {
+			s, err := Unquote(tb)
+			if err != nil {
+				t.Fatalf("Unquote(%q): %v", tb, err)
+			}
+			q := Quote(nil, s)
+			s2, err := Unquote(q)
+			if err != nil || s2 != s {
+				t.Fatalf("round trip %q -> %s -> %q (%v)", s, q, s2, err)
+			}
+			if !Valid(q) {
+				t.Fatalf("Quote produced invalid JSON %q", q)
+			}
+		}
+		if ms, err := Object(tb); err == nil {
+			for _, m := range ms {
+				if !Valid(m.Value) {
+					t.Fatalf("member value %q invalid", m.Value)
+				}
+			}
+		}
+		if els, err := Array(tb); err == nil {
+			for _, e := range els {
+				if !Valid(e) {
+					t.Fatalf("element %q invalid", e)
+				}
+			}
+		}
+	})
+}

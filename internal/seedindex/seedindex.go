@@ -1,0 +1,435 @@
+// Package seedindex extracts the seed index: a deterministic, verbatim record
+// of what a fold event moved out of view — files touched, commands run, error
+// lines, identifiers and numbers, the first lines of the user messages in the
+// folded span, and a recovery span (id, code, extent, sha256) per block.
+//
+// Nothing here paraphrases: every string is copied from the blocks, so a
+// grep over the index finds what the blocks said. Extraction is a
+// hand-written tokenizer, not regular expressions, because it runs inside a
+// fold event's time budget over hundreds of kilobytes.
+package seedindex
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+// Caps bound one record.
+const (
+	MaxFiles       = 32
+	MaxCommands    = 24
+	MaxErrors      = 24
+	MaxIdentifiers = 64
+	ErrorClip      = 240
+	CommandClip    = 200
+	UserClip       = 200
+	pathMax        = 200
+)
+
+// Facts are the index fields of one block's text, computed once per block.
+type Facts struct {
+	Files       []string
+	Errors      []string
+	Identifiers []string
+}
+
+// Extract harvests the facts of one text.
+func Extract(text string) Facts {
+	var f Facts
+	files := newSet(MaxFiles)
+	idents := newSet(MaxIdentifiers)
+	for _, l := range risk.Lines(text, risk.Error) {
+		if len(f.Errors) >= MaxErrors {
+			break
+		}
+		t := tokens.Trim(l.Text)
+		if t == "" || contains(f.Errors, clipUnits(t, ErrorClip)) {
+			continue
+		}
+		f.Errors = append(f.Errors, clipUnits(t, ErrorClip))
+	}
+	scanFields(text, func(field string) bool {
+		if isPath(field) {
+			files.add(field)
+		}
+		scanIdents(field, idents.add)
+		return !(files.full() && idents.full())
+	})
+	f.Files = files.list
+	f.Identifiers = idents.list
+	return f
+}
+
+func clipUnits(s string, n int) string {
+	if tokens.Units(s) <= n {
+		return s
+	}
+	return tokens.SafeSlice(s, n)
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type set struct {
+	seen map[string]bool
+	list []string
+	cap  int
+}
+
+func newSet(n int) *set { return &set{seen: make(map[string]bool), cap: n} }
+
+func (s *set) full() bool { return len(s.list) >= s.cap }
+
+func (s *set) add(v string) {
+	if v == "" || s.full() || s.seen[v] {
+		return
+	}
+	s.seen[v] = true
+	s.list = append(s.list, v)
+}
+
+func isSep(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', ';', '=', '|':
+		return true
+	}
+	return false
+}
+
+// scanFields calls fn for each separator-delimited field, stripped of
+// trailing sentence punctuation, until fn returns false.
+func scanFields(text string, fn func(string) bool) {
+	for i := 0; i < len(text); {
+		if isSep(text[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(text) && !isSep(text[j]) {
+			j++
+		}
+		f := strings.TrimRight(text[i:j], ".:!?")
+		if f != "" && !fn(f) {
+			return
+		}
+		i = j
+	}
+}
+
+var fileExts = map[string]bool{
+	"go": true, "ts": true, "tsx": true, "js": true, "jsx": true, "mjs": true, "cjs": true, "json": true,
+	"jsonl": true, "md": true, "css": true, "html": true, "rs": true, "py": true, "java": true, "rb": true,
+	"yml": true, "yaml": true, "toml": true, "sh": true, "log": true, "conf": true, "cfg": true, "txt": true,
+	"sql": true, "proto": true, "lock": true, "c": true, "h": true, "cc": true, "cpp": true, "hpp": true,
+	"zig": true, "swift": true, "kt": true, "php": true, "mod": true, "sum": true, "ini": true, "xml": true,
+}
+
+// isPath reports a path-shaped field: slash-joined segments (not a URL), or a
+// file name with a known extension.
+func isPath(f string) bool {
+	if len(f) < 3 || len(f) > pathMax || strings.Contains(f, "://") {
+		return false
+	}
+	word := 0
+	for i := 0; i < len(f); i++ {
+		c := f[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			word++
+		case c == '/', c == '.', c == '_', c == '-', c == '@', c == '~', c == '+':
+		default:
+			return false
+		}
+	}
+	if word == 0 {
+		return false
+	}
+	if strings.Contains(f, "/") {
+		segs := 0
+		for _, s := range strings.Split(f, "/") {
+			if s != "" && s != "." && s != ".." {
+				segs++
+			}
+		}
+		return segs >= 2 || strings.HasPrefix(f, "/") || strings.HasPrefix(f, "./") || strings.HasPrefix(f, "~/")
+	}
+	dot := strings.LastIndexByte(f, '.')
+	return dot > 0 && fileExts[strings.ToLower(f[dot+1:])]
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// scanIdents finds identifier-shaped tokens in a field: code symbols with an
+// interior capital, underscore or digit; hex strings; numbers of four or more
+// digits; dotted versions.
+func scanIdents(f string, add func(string)) {
+	if v := strings.TrimPrefix(f, "v"); isVersion(v) {
+		add(f)
+		return
+	}
+	for i := 0; i < len(f); {
+		if !isIdentByte(f[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(f) && isIdentByte(f[j]) {
+			j++
+		}
+		if w := f[i:j]; identLike(w) {
+			add(w)
+		}
+		i = j
+	}
+}
+
+func isVersion(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 6 {
+			return false
+		}
+		for k := 0; k < len(p); k++ {
+			if p[k] < '0' || p[k] > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func identLike(w string) bool {
+	if len(w) < 4 || len(w) > 80 {
+		return false
+	}
+	digits, upperInside, under, hex := 0, false, false, true
+	for k := 0; k < len(w); k++ {
+		c := w[k]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c >= 'A' && c <= 'Z':
+			if k > 0 {
+				upperInside = true
+			}
+			hex = false
+		case c == '_':
+			under = true
+			hex = false
+		case c >= 'a' && c <= 'f':
+		default:
+			hex = false
+		}
+	}
+	if digits == len(w) {
+		return true // a number of four or more digits
+	}
+	if hex && len(w) >= 8 && digits > 0 {
+		return true
+	}
+	if risk.Classify(w) != risk.None {
+		return false // carried whole in errors
+	}
+	return upperInside || under || digits > 0 && digits < len(w) && (w[0] < '0' || w[0] > '9')
+}
+
+// shellTools are tool names whose "command" argument is a shell command.
+var shellTools = map[string]bool{"bash": true, "shell": true, "sh": true, "exec": true, "run": true, "terminal": true, "run_command": true, "execute_bash": true}
+
+// pathKeys are tool-call argument names that hold a file path.
+var pathKeys = []string{"path", "file_path", "filePath", "file", "filename", "target_file"}
+
+// CallFacts returns the files and command named by a tool call's arguments.
+func CallFacts(b *block.Block) (files []string, command string) {
+	ms, err := rawjson.Object(b.Args)
+	if err != nil {
+		return nil, ""
+	}
+	for _, k := range pathKeys {
+		if v, ok := rawjson.Get(ms, k); ok && rawjson.IsString(v) {
+			if s, err := rawjson.Unquote(v); err == nil && s != "" && len(s) <= pathMax {
+				files = append(files, s)
+			}
+		}
+	}
+	if v, ok := rawjson.Get(ms, "command"); ok && rawjson.IsString(v) {
+		if s, err := rawjson.Unquote(v); err == nil {
+			if shellTools[strings.ToLower(b.ToolName)] || b.ToolName == "" {
+				command = tokens.FirstLine(s, CommandClip)
+			}
+			scanFields(s, func(f string) bool {
+				if isPath(f) && len(files) < MaxFiles {
+					files = append(files, f)
+				}
+				return true
+			})
+		}
+	}
+	return files, command
+}
+
+// Span is one recovery pointer: where a folded block's exact bytes are.
+type Span struct {
+	ID             string `json:"id"`
+	Code           string `json:"code"`
+	Tool           string `json:"tool,omitempty"`
+	Kind           string `json:"kind"`
+	Turn           int    `json:"turn"`
+	Bytes          int    `json:"bytes"`
+	Lines          int    `json:"lines"`
+	SHA256         string `json:"sha256"`
+	FullOutputPath string `json:"fullOutputPath,omitempty"`
+}
+
+// UserLine is the first line of one user message.
+type UserLine struct {
+	Turn      int    `json:"turn"`
+	FirstLine string `json:"firstLine"`
+}
+
+// Usage is the context usage when the event fired.
+type Usage struct {
+	Tokens   int     `json:"tokens"`
+	Window   int     `json:"window"`
+	Fraction float64 `json:"fraction"`
+}
+
+// Record is one seed-index record, one per fold event.
+type Record struct {
+	V            int        `json:"v"`
+	Kind         string     `json:"kind"` // "fold-index"
+	Seq          int        `json:"seq"`
+	Trigger      string     `json:"trigger"`
+	Usage        Usage      `json:"usage"`
+	Files        []string   `json:"files"`
+	Commands     []string   `json:"commands"`
+	Errors       []string   `json:"errors"`
+	Identifiers  []string   `json:"identifiers"`
+	UserMessages []UserLine `json:"userMessages"`
+	Spans        []Span     `json:"spans"`
+}
+
+// Input is what one event's record is built from.
+type Input struct {
+	Seq     int
+	Trigger string
+	Usage   Usage
+	// Masked are the blocks leaving view, in transcript order, each with its
+	// facts and span.
+	Masked []Masked
+	// Calls maps a call id to its tool-call block, for pairing results.
+	Calls map[string]*block.Block
+	// Users are the user blocks of the transcript, in order.
+	Users []*block.Block
+}
+
+// Masked is one block of an event with its precomputed facts and span.
+type Masked struct {
+	Block *block.Block
+	Facts Facts
+	Span  Span
+}
+
+// Build assembles the record of one event. The same input always yields the
+// same record.
+func Build(in Input) Record {
+	r := Record{V: 1, Kind: "fold-index", Seq: in.Seq, Trigger: in.Trigger, Usage: in.Usage,
+		Files: []string{}, Commands: []string{}, Errors: []string{}, Identifiers: []string{},
+		UserMessages: []UserLine{}, Spans: []Span{}}
+	files := newSet(MaxFiles)
+	cmds := newSet(MaxCommands)
+	errs := newSet(MaxErrors)
+	minTurn, maxTurn := -1, -1
+	for _, m := range in.Masked {
+		if call, ok := in.Calls[m.Block.CallID]; ok && m.Block.CallID != "" {
+			fs, cmd := CallFacts(call)
+			for _, f := range fs {
+				files.add(f)
+			}
+			cmds.add(cmd)
+		}
+		if minTurn < 0 || m.Block.Turn < minTurn {
+			minTurn = m.Block.Turn
+		}
+		maxTurn = max(maxTurn, m.Block.Turn)
+		r.Spans = append(r.Spans, m.Span)
+	}
+	for _, m := range in.Masked {
+		for _, f := range m.Facts.Files {
+			files.add(f)
+		}
+		for _, e := range m.Facts.Errors {
+			errs.add(e)
+		}
+	}
+	r.Files, r.Commands, r.Errors = files.list, cmds.list, errs.list
+	r.Identifiers = rankIdentifiers(in.Masked)
+	for _, u := range in.Users {
+		if u.Turn >= minTurn && u.Turn <= maxTurn {
+			if l := tokens.FirstLine(u.Text, UserClip); l != "" {
+				r.UserMessages = append(r.UserMessages, UserLine{Turn: u.Turn, FirstLine: l})
+			}
+		}
+	}
+	normalize(&r)
+	return r
+}
+
+// rankIdentifiers merges per-block identifiers, largest blocks first (a flood
+// of output is where buried identifiers live), then orders longer tokens
+// first and keeps the first MaxIdentifiers.
+func rankIdentifiers(ms []Masked) []string {
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ms[order[a]].Block.Tokens > ms[order[b]].Block.Tokens })
+	type ident struct {
+		s   string
+		pos int
+	}
+	seen := map[string]bool{}
+	var all []ident
+	for _, i := range order {
+		for _, s := range ms[i].Facts.Identifiers {
+			if !seen[s] {
+				seen[s] = true
+				all = append(all, ident{s, len(all)})
+			}
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return len(all[a].s) > len(all[b].s) })
+	out := make([]string, 0, min(len(all), MaxIdentifiers))
+	for _, id := range all[:min(len(all), MaxIdentifiers)] {
+		out = append(out, id.s)
+	}
+	return out
+}
+
+func normalize(r *Record) {
+	if r.Files == nil {
+		r.Files = []string{}
+	}
+	if r.Commands == nil {
+		r.Commands = []string{}
+	}
+	if r.Errors == nil {
+		r.Errors = []string{}
+	}
+}

@@ -1,0 +1,91 @@
+package tokens
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestUnitsAndEstimate(t *testing.T) {
+	tests := []struct {
+		in          string
+		units, toks int
+	}{
+		{"", 0, 0},
+		{"abcd", 4, 1},
+		{"abcde", 5, 2},
+		{"é😀", 3, 1},           // EDGES 27: 3 UTF-16 units, 6 bytes
+		{"\xed\xa0\x80", 1, 1}, // WTF-8 lone surrogate
+		{"a\xffb", 3, 1},       // invalid byte reads as U+FFFD
+		{strings.Repeat("😀", 4), 8, 2},
+	}
+	for _, tt := range tests {
+		if got := Units(tt.in); got != tt.units {
+			t.Errorf("Units(%q) = %d, want %d", tt.in, got, tt.units)
+		}
+		if got := Estimate(tt.in); got != tt.toks {
+			t.Errorf("Estimate(%q) = %d, want %d", tt.in, got, tt.toks)
+		}
+		if got := Block(tt.in); got != tt.toks+BlockOverhead {
+			t.Errorf("Block(%q) = %d", tt.in, got)
+		}
+	}
+}
+
+func TestClipAndFirstLine(t *testing.T) {
+	tests := []struct {
+		name, in string
+		n        int
+		clip     string
+	}{
+		{"short", "  hello \n world ", 20, "hello world"},
+		{"cut", "abcdefghij", 5, "abcd…"},
+		{"nbsp collapses like JS \\s", "a\u00a0\u00a0b\u2028c", 10, "a b c"},
+		{"no lone surrogate at a cut pair", "ab😀cd", 4, "ab…"},
+		{"pair over the limit", "abc😀", 4, "abc…"},
+		{"pair at the limit", "ab😀", 4, "ab😀"},
+		{"pair kept whole", "a😀bcdef", 4, "a😀…"},
+		{"trailing space before ellipsis trimmed", "abc defgh", 5, "abc…"},
+		{"n below one", "abc", 0, "…"},
+	}
+	for _, tt := range tests {
+		got := Clip(tt.in, tt.n)
+		if got != tt.clip {
+			t.Errorf("%s: Clip(%q,%d) = %q, want %q", tt.name, tt.in, tt.n, got, tt.clip)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("%s: Clip produced invalid UTF-8 %q", tt.name, got)
+		}
+	}
+	if got := FirstLine("\n  \n\t first line here\nsecond", 100); got != "first line here" {
+		t.Errorf("FirstLine = %q", got)
+	}
+	if got := FirstLine(" \n\u00a0\n", 10); got != "" {
+		t.Errorf("FirstLine of blanks = %q", got)
+	}
+	if got := CountLines("a\n\n b\n  \nc"); got != 3 {
+		t.Errorf("CountLines = %d", got)
+	}
+}
+
+func FuzzClip(f *testing.F) {
+	f.Add("héllo 😀 wörld\n", 5)
+	f.Add("\xed\xa0\x80abc", 2)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n = n % 300
+		c := Clip(s, n)
+		if Units(c) > max(1, n) {
+			t.Fatalf("Clip(%q,%d) = %q is %d units", s, n, c, Units(c))
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(c) {
+			t.Fatalf("Clip split a character: %q", c)
+		}
+		p := SafeSlice(s, n)
+		if !strings.HasPrefix(s, p) || Units(p) > max(0, n) {
+			t.Fatalf("SafeSlice(%q,%d) = %q", s, n, p)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(p) {
+			t.Fatalf("SafeSlice split a character: %q", p)
+		}
+	})
+}

@@ -115,7 +115,12 @@ type Risk struct {
 // The first line is always kept, so a block with a failure never folds to a
 // digest without one.
 func SelectRisk(text string, lim Limits) Risk {
-	lines := risk.Lines(text, risk.Warning)
+	return SelectRiskLines(risk.Lines(text, risk.Warning), lim)
+}
+
+// SelectRiskLines is SelectRisk over lines already classified (at least
+// Warning), so a caller that needs them elsewhere scans the text once.
+func SelectRiskLines(lines []risk.Line, lim Limits) Risk {
 	if len(lines) == 0 {
 		return Risk{}
 	}
@@ -155,6 +160,11 @@ func SelectRisk(text string, lim Limits) Risk {
 // "name → N lines, ~T tok · first line", then its risk lines. tokens is the
 // block's full cost.
 func ToolResult(id, toolName, text string, isError bool, blockTokens int, lim Limits) string {
+	return ToolResultLines(id, toolName, text, isError, blockTokens, lim, risk.Lines(text, risk.Warning))
+}
+
+// ToolResultLines is ToolResult with the text's flagged lines precomputed.
+func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line) string {
 	name := toolName
 	if name == "" {
 		name = "result"
@@ -190,7 +200,7 @@ func ToolResult(id, toolName, text string, isError bool, blockTokens int, lim Li
 		b.WriteString(" · ")
 		b.WriteString(peek)
 	}
-	r := SelectRisk(text, lim)
+	r := SelectRiskLines(lines, lim)
 	for _, l := range r.Lines {
 		b.WriteByte('\n')
 		b.WriteString(l)

@@ -26,6 +26,7 @@ import (
 	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/risk"
 	"github.com/contextfold/contextfold/internal/seedindex"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
@@ -131,6 +132,7 @@ type meta struct {
 	digest string
 	tokens int
 	facts  *seedindex.Facts
+	frozen *frozen // the committed layer entry for this block's id, if any
 }
 
 // Engine is the fold store of one session. It is not safe for concurrent use.
@@ -138,6 +140,7 @@ type Engine struct {
 	cfg      Config
 	tr       *block.Transcript
 	meta     []meta
+	view     []policy.ViewBlock // parallel to the transcript's blocks; static fields set once
 	frozen   map[string]*frozen
 	layers   []*Layer
 	reg      *registry.Registry
@@ -250,18 +253,25 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 		n := len(e.tr.Blocks())
 		clear(e.meta[n:])
 		e.meta = e.meta[:n]
+		clear(e.view[n:])
+		e.view = e.view[:n]
 		e.version++
 	}
 	for _, raw := range msgs {
 		e.tr.Append(raw)
 		for _, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
-			if _, ok := e.frozen[b.ID]; ok {
+			m := meta{}
+			if f, ok := e.frozen[b.ID]; ok && b.Foldable() {
+				m.frozen = f
 				e.version++ // a frozen block (re)entered the context
 			}
+			e.meta = append(e.meta, m)
+			e.view = append(e.view, policy.ViewBlock{
+				ID: b.ID, Kind: b.Kind, Turn: b.Turn, Order: b.Order, Msg: b.Msg,
+				Tokens: b.Tokens, Durable: block.Durable(b.ID), Foldable: b.Foldable(),
+				ToolName: b.ToolName, IsError: b.IsError,
+			})
 		}
-	}
-	if n := len(e.tr.Blocks()); n > len(e.meta) {
-		e.meta = append(e.meta, make([]meta, n-len(e.meta))...)
 	}
 }
 
@@ -296,17 +306,16 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 func (e *Engine) Placements() []Placement { return e.placements(e.tr.Blocks()) }
 
 func (e *Engine) placements(blocks []block.Block) []Placement {
-	var out []Placement
 	if len(e.frozen) == 0 {
-		return out
+		return nil
 	}
-	for i := range blocks {
-		b := &blocks[i]
-		f, ok := e.frozen[b.ID]
-		if !ok || e.unfolded[b.ID] || !b.Foldable() {
+	out := make([]Placement, 0, min(len(e.frozen), len(blocks)))
+	for k := range blocks {
+		f := e.meta[k].frozen
+		if f == nil || len(e.unfolded) > 0 && e.unfolded[blocks[k].ID] {
 			continue
 		}
-		out = append(out, Placement{Msg: b.Msg, Part: b.Part, Seq: f.seq, Index: f.index})
+		out = append(out, Placement{Msg: blocks[k].Msg, Part: blocks[k].Part, Seq: f.seq, Index: f.index})
 	}
 	return out
 }
@@ -351,26 +360,31 @@ func (e *Engine) ensureMeta(k int) *meta {
 		return m
 	}
 	b := &e.tr.Blocks()[k]
+	lines := risk.Lines(b.Text, risk.Warning)
 	switch b.Kind {
 	case block.ToolResult:
-		m.digest = digest.ToolResult(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits)
+		m.digest = digest.ToolResultLines(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits, lines)
 	case block.Thinking:
 		m.digest = digest.Thinking(b.ID, b.Text)
 	}
 	m.tokens = e.cfg.Cost(m.digest)
+	f := seedindex.ExtractLines(b.Text, lines)
+	m.facts = &f
 	m.done = true
 	return m
 }
 
+// buildView refreshes the dynamic fields of the engine's persistent view:
+// frozen, held, protected and folded cost. Static fields were set once when
+// each block arrived, so a steady-state request writes no strings.
 func (e *Engine) buildView(req Request) policy.View {
-	blocks := e.tr.Blocks()
 	window := req.Window
 	if window <= 0 {
 		window = e.cfg.DefaultWindow
 	}
 	budget, tail := e.frame(window)
 	v := policy.View{
-		Blocks:   make([]policy.ViewBlock, len(blocks)),
+		Blocks:   e.view,
 		Window:   window,
 		Budget:   budget,
 		Reported: req.Reported,
@@ -391,31 +405,28 @@ func (e *Engine) buildView(req Request) policy.View {
 			v.Requests++
 		}
 	}
-	for k := range blocks {
-		b := &blocks[k]
-		vb := &v.Blocks[k]
-		*vb = policy.ViewBlock{
-			ID: b.ID, Kind: b.Kind, Turn: b.Turn, Order: b.Order, Msg: b.Msg,
-			Tokens: b.Tokens, FoldedTokens: b.Tokens,
-			Durable: block.Durable(b.ID), Foldable: b.Foldable(),
-			ToolName: b.ToolName, IsError: b.IsError,
-		}
-		if f, ok := e.frozen[b.ID]; ok && !e.unfolded[b.ID] && vb.Foldable {
-			vb.Frozen = true
-			vb.FoldedTokens = f.tokens
-		}
-		vb.Held = e.unfolded[b.ID] || e.rejected[b.ID] ||
-			(b.Kind == block.ToolResult && b.Msg > lastAssistant)
+	special := len(e.unfolded) > 0 || len(e.rejected) > 0
+	for k := range e.view {
+		vb := &e.view[k]
+		f := e.meta[k].frozen
+		unfolded := special && f != nil && e.unfolded[vb.ID]
+		vb.Frozen = f != nil && !unfolded
+		vb.FoldedTokens = vb.Tokens
 		if vb.Frozen {
-			v.LiveTokens += vb.FoldedTokens
+			vb.FoldedTokens = f.tokens
+			v.LiveTokens += f.tokens
 		} else {
 			v.LiveTokens += vb.Tokens
 		}
+		vb.Held = vb.Kind == block.ToolResult && vb.Msg > lastAssistant
+		if special && !vb.Held && vb.Foldable {
+			vb.Held = e.unfolded[vb.ID] || e.rejected[vb.ID]
+		}
 	}
 	v.TailTarget = tail
-	v.ProtectFrom = protectFrom(v.Blocks, tail)
-	for k := range v.Blocks {
-		vb := &v.Blocks[k]
+	v.ProtectFrom = protectFrom(e.view, tail)
+	for k := range e.view {
+		vb := &e.view[k]
 		vb.Protected = k >= v.ProtectFrom
 		if vb.Durable && vb.Foldable && !vb.Frozen && !vb.Protected && !vb.Held {
 			vb.FoldedTokens = e.ensureMeta(k).tokens
@@ -519,10 +530,6 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 			FullOutputPath: b.FullOutputPath, Digest: text,
 		}
 		ev.Folds = append(ev.Folds, rec)
-		if m.facts == nil {
-			f := seedindex.Extract(b.Text)
-			m.facts = &f
-		}
 		masked = append(masked, seedindex.Masked{Block: b, Facts: *m.facts, Span: spanOf(&rec)})
 	}
 	if len(ev.Folds) == 0 {
@@ -581,7 +588,11 @@ func (e *Engine) freeze(ev *Event) {
 		if _, done := e.frozen[rec.ID]; done {
 			continue
 		}
-		e.frozen[rec.ID] = &frozen{seq: ev.Seq, index: len(l.Entries), text: rec.Digest, tokens: e.cfg.Cost(rec.Digest)}
+		f := &frozen{seq: ev.Seq, index: len(l.Entries), text: rec.Digest, tokens: e.cfg.Cost(rec.Digest)}
+		e.frozen[rec.ID] = f
+		if b, ok := e.tr.Lookup(rec.ID); ok && b.Foldable() {
+			e.meta[b.Order].frozen = f
+		}
 		l.Entries = append(l.Entries, LayerEntry{ID: rec.ID, Code: rec.Code, Text: rec.Digest})
 	}
 	e.insertLayer(l)

@@ -278,7 +278,7 @@ var (
 // Object splits a JSON object into its members, in document order. Values alias b.
 // Duplicate keys are kept; Get returns the last, as JSON.parse does.
 func Object(b []byte) ([]Member, error) {
-	return AppendObject(nil, b)
+	return AppendObject(make([]Member, 0, 12), b)
 }
 
 // AppendObject is Object appending to dst, so callers can reuse a buffer.

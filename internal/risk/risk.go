@@ -5,9 +5,8 @@
 // The lexicon is deliberately broad and any-case, because test runners and
 // build tools print failures in every spelling and often with isError=false:
 // "3 failed", "fatal:", "npm ERR!", "Segmentation fault", "Permission denied",
-// "✗", tracebacks, non-zero exit codes. It is a hand-written word scanner, not a
-// regular expression, so classifying a megabyte of output costs about a
-// millisecond. Zero counts ("0 failed", "no errors", "errors: 0") are not
+// "✗", tracebacks, non-zero exit codes. It is a hand-written word scanner with
+// no allocations (about 150 MB/s), run once per block. Zero counts ("0 failed", "no errors", "errors: 0") are not
 // failures and are not flagged.
 package risk
 

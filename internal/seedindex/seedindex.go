@@ -40,10 +40,19 @@ type Facts struct {
 
 // Extract harvests the facts of one text.
 func Extract(text string) Facts {
+	return ExtractLines(text, risk.Lines(text, risk.Error))
+}
+
+// ExtractLines is Extract with the text's flagged lines precomputed; lines
+// below Error are ignored.
+func ExtractLines(text string, lines []risk.Line) Facts {
 	var f Facts
 	files := newSet(MaxFiles)
 	idents := newSet(MaxIdentifiers)
-	for _, l := range risk.Lines(text, risk.Error) {
+	for _, l := range lines {
+		if l.Class != risk.Error {
+			continue
+		}
 		if len(f.Errors) >= MaxErrors {
 			break
 		}
@@ -54,8 +63,8 @@ func Extract(text string) Facts {
 		f.Errors = append(f.Errors, clipUnits(t, ErrorClip))
 	}
 	scanFields(text, func(field string) bool {
-		if isPath(field) {
-			files.add(field)
+		if p := stripLineCol(field); isPath(p) {
+			files.add(p)
 		}
 		scanIdents(field, idents.add)
 		return !(files.full() && idents.full())
@@ -119,8 +128,11 @@ func scanFields(text string, fn func(string) bool) {
 		for j < len(text) && !isSep(text[j]) {
 			j++
 		}
-		f := strings.TrimRight(text[i:j], ".:!?")
-		if f != "" && !fn(f) {
+		k := j
+		for k > i && (text[k-1] == '.' || text[k-1] == ':' || text[k-1] == '!' || text[k-1] == '?') {
+			k--
+		}
+		if f := text[i:k]; f != "" && !fn(f) {
 			return
 		}
 		i = j
@@ -133,6 +145,23 @@ var fileExts = map[string]bool{
 	"yml": true, "yaml": true, "toml": true, "sh": true, "log": true, "conf": true, "cfg": true, "txt": true,
 	"sql": true, "proto": true, "lock": true, "c": true, "h": true, "cc": true, "cpp": true, "hpp": true,
 	"zig": true, "swift": true, "kt": true, "php": true, "mod": true, "sum": true, "ini": true, "xml": true,
+}
+
+// stripLineCol drops a trailing ":line" or ":line:col" (compiler and test
+// output), so "parse.go:12:5" indexes as "parse.go".
+func stripLineCol(f string) string {
+	for {
+		i := strings.LastIndexByte(f, ':')
+		if i <= 0 || i == len(f)-1 {
+			return f
+		}
+		for _, c := range []byte(f[i+1:]) {
+			if c < '0' || c > '9' {
+				return f
+			}
+		}
+		f = f[:i]
+	}
 }
 
 // isPath reports a path-shaped field: slash-joined segments (not a URL), or a
@@ -197,21 +226,23 @@ func scanIdents(f string, add func(string)) {
 }
 
 func isVersion(s string) bool {
-	parts := strings.Split(s, ".")
-	if len(parts) < 3 {
-		return false
-	}
-	for _, p := range parts {
-		if p == "" || len(p) > 6 {
-			return false
-		}
-		for k := 0; k < len(p); k++ {
-			if p[k] < '0' || p[k] > '9' {
+	parts, run := 1, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if run == 0 {
 				return false
 			}
+			parts, run = parts+1, 0
+		case c >= '0' && c <= '9':
+			if run++; run > 6 {
+				return false
+			}
+		default:
+			return false
 		}
 	}
-	return true
+	return parts >= 3 && run > 0
 }
 
 func identLike(w string) bool {
@@ -243,7 +274,7 @@ func identLike(w string) bool {
 	if hex && len(w) >= 8 && digits > 0 {
 		return true
 	}
-	if risk.Classify(w) != risk.None {
+	if strings.HasSuffix(w, "Error") || strings.HasSuffix(w, "Exception") {
 		return false // carried whole in errors
 	}
 	return upperInside || under || digits > 0 && digits < len(w) && (w[0] < '0' || w[0] > '9')

@@ -2,22 +2,31 @@
 GO ?= go
 BIN := bin/contextfold
 
-.PHONY: all build test check gotest fuzz bench clean
+.PHONY: all build test check gotest tstest fuzz bench clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/contextfold
 
-# Everything CI checks.
-test: check gotest
+# Node ≥ 22.19, Pi 1.6.0 and TypeScript live in the project-local .cache/;
+# .ci/setup-pi.sh installs them once and prints their paths.
+PI_ENV = eval "$$(.ci/setup-pi.sh)"
+
+# Everything CI checks: Go (unit, fuzz seeds, golden, keyless end-to-end
+# against real Pi), then the TypeScript adapter (types and node tests).
+test: check build gotest tstest
 
 check:
-	@out="$$(gofmt -l cmd internal)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out="$$(gofmt -l cmd internal e2e 2>/dev/null)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-gotest:
-	$(GO) test -race -count=1 ./...
+gotest: build
+	@$(PI_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 ./...
+
+tstest: build
+	@$(PI_ENV); "$$CONTEXTFOLD_NODE" "$$CONTEXTFOLD_TSC" -p tsconfig.json && \
+	  CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" "$$CONTEXTFOLD_NODE" --test extension/test/*.test.ts
 
 # Short fuzzing pass over every fuzz target (FUZZTIME=30s for longer).
 FUZZTIME ?= 10s

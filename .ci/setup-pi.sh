@@ -77,6 +77,17 @@ else
   (cd "$CACHE/pi" && PATH="$(dirname "$NODE"):$PATH" npm install --no-audit --no-fund "$PI_PKG@$PI_VERSION") >&2
 fi
 
+# --- TypeScript (type-checks the adapter against Pi's own .d.ts) -------------
+TS_VERSION="5.9.3"
+TSC="$CACHE/ts/node_modules/typescript/bin/tsc"
+if [[ -f "$TSC" && "$("$NODE" "$TSC" --version 2>/dev/null)" == "Version $TS_VERSION" ]]; then
+  log "using cached typescript $TS_VERSION"
+else
+  log "installing typescript@$TS_VERSION and @types/node@22 into $CACHE/ts"
+  ensure_pkg_json "$CACHE/ts" contextfold-ts
+  (cd "$CACHE/ts" && PATH="$(dirname "$NODE"):$PATH" npm install --no-audit --no-fund "typescript@$TS_VERSION" "@types/node@22") >&2
+fi
+
 # --- Verify -----------------------------------------------------------------
 got="$(PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0 "$NODE" "$PI_CLI" --version 2>&1 | tail -n 1 | tr -d '[:space:]')" || true
 if [[ "$got" != "$PI_VERSION" ]]; then
@@ -88,3 +99,4 @@ log "ok: pi $got on node $("$NODE" --version)"
 printf 'export CONTEXTFOLD_NODE=%q\n' "$NODE"
 printf 'export CONTEXTFOLD_PI_CLI=%q\n' "$PI_CLI"
 printf 'export CONTEXTFOLD_PI_DIR=%q\n' "$PI_DIR"
+printf 'export CONTEXTFOLD_TSC=%q\n' "$TSC"

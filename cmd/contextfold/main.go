@@ -27,6 +27,7 @@ func commands() []command {
 			fmt.Fprintln(out, "contextfold", version)
 			return 0
 		}},
+		{"serve", "contextfold serve", "run the engine for the Pi adapter (stdio protocol)", serveCmd},
 		{"lexicon", "contextfold lexicon <trajectories>...", "measure the error lexicon on tool outputs", lexiconCmd},
 	}
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/service"
+)
+
+// serveCmd runs the engine service on stdin/stdout for the Pi adapter. It
+// exits when stdin closes, so the engine never outlives its Pi process.
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	level := slog.LevelWarn
+	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	conn := protocol.NewConn(stdout)
+	if err := conn.Notify("hello", service.Hello{Protocol: protocol.Version, Version: version}); err != nil {
+		fmt.Fprintln(stderr, "contextfold serve:", err)
+		return 1
+	}
+	svc := service.New(conn, log)
+	if err := conn.Serve(ctx, os.Stdin, svc); err != nil {
+		log.Error("serve ended", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,180 @@
+// Package indexfile stores the seed index: one JSON record per fold event in
+// <sessionDir>/context-fold/<sessionId>/seed-index.jsonl, append-only.
+//
+// A record whose event did not take effect is retracted by appending a void
+// line for its seq, never by editing the file. A session without a
+// directory (Pi's --no-session) keeps its index in memory: nothing is ever
+// written into the user's working tree (EDGES 22).
+package indexfile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/seedindex"
+)
+
+// Record is one line of the file: a seed-index record with its envelope.
+type Record struct {
+	seedindex.Record
+	Session string `json:"session,omitempty"`
+	At      string `json:"at,omitempty"`
+}
+
+type voidLine struct {
+	V    int    `json:"v"`
+	Kind string `json:"kind"` // "fold-retract"
+	Seq  int    `json:"seq"`
+	At   string `json:"at,omitempty"`
+}
+
+// Dir returns the directory of a session's engine files, or "" when the
+// session has no directory.
+func Dir(sessionDir, sessionID string) string {
+	if sessionDir == "" || sessionID == "" {
+		return ""
+	}
+	return filepath.Join(sessionDir, "context-fold", sessionID)
+}
+
+// Store appends to one session's seed index.
+type Store struct {
+	mu   sync.Mutex
+	path string   // "" keeps lines in memory
+	mem  [][]byte // in-memory lines when path is ""
+}
+
+// Open returns the store in dir ("" for memory only). The file is created on
+// the first append.
+func Open(dir string) *Store {
+	if dir == "" {
+		return &Store{}
+	}
+	return &Store{path: filepath.Join(dir, "seed-index.jsonl")}
+}
+
+// Path returns the file path, or "" for an in-memory store.
+func (s *Store) Path() string { return s.path }
+
+// Append durably writes one record: the line is written and fsynced before
+// Append returns nil.
+func (s *Store) Append(r Record) error {
+	line, err := rawjson.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("seed index: encode: %w", err)
+	}
+	return s.appendLine(line)
+}
+
+// Void retracts the record with seq.
+func (s *Store) Void(seq int, at string) error {
+	line, _ := rawjson.Marshal(voidLine{V: 1, Kind: "fold-retract", Seq: seq, At: at})
+	return s.appendLine(line)
+}
+
+func (s *Store) appendLine(line []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.path == "" {
+		s.mem = append(s.mem, append(line, '\n'))
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return fmt.Errorf("seed index: %w", err)
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("seed index: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("seed index: write %s: %w", s.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("seed index: sync %s: %w", s.path, err)
+	}
+	return f.Close()
+}
+
+// Records returns the effective records in file order: lines that do not
+// parse are skipped, and a void line removes every earlier record with its seq.
+func (s *Store) Records() ([]Record, error) {
+	rs, _, err := s.Read()
+	return rs, err
+}
+
+// Read returns the effective records and the sequence floor: the highest seq
+// on any line, retracted ones included, so a new event never reuses it.
+func (s *Store) Read() ([]Record, int, error) {
+	s.mu.Lock()
+	var data []byte
+	if s.path == "" {
+		data = bytes.Join(s.mem, nil)
+	} else {
+		var err error
+		data, err = os.ReadFile(s.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			s.mu.Unlock()
+			return nil, 0, nil
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return nil, 0, fmt.Errorf("seed index: %w", err)
+		}
+	}
+	s.mu.Unlock()
+	rs, floor := Parse(data)
+	return rs, floor, nil
+}
+
+// Parse reads seed-index lines: the effective records and the sequence floor.
+// Strings are decoded by encoding/json (a lone surrogate reads as U+FFFD);
+// the index is for rendering and search, never for verification.
+func Parse(data []byte) (out []Record, floor int) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var head struct {
+			Kind string `json:"kind"`
+			Seq  int    `json:"seq"`
+		}
+		if json.Unmarshal(sc.Bytes(), &head) != nil {
+			continue
+		}
+		floor = max(floor, head.Seq)
+		switch head.Kind {
+		case "fold-index":
+			var r Record
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Spans != nil {
+				out = append(out, r)
+			}
+		case "fold-retract":
+			kept := out[:0]
+			for _, r := range out {
+				if r.Seq != head.Seq {
+					kept = append(kept, r)
+				}
+			}
+			out = kept
+		}
+	}
+	return out, floor
+}
+
+// MaxSeq returns the highest seq among records (0 when none).
+func MaxSeq(rs []Record) int {
+	m := 0
+	for _, r := range rs {
+		m = max(m, r.Seq)
+	}
+	return m
+}

@@ -1,0 +1,406 @@
+// Package service is the engine process behind the Pi adapter: it serves the
+// protocol's methods for one Pi session runtime, owns the engine and its
+// files, and makes every fold event durable through the adapter before the
+// event's bytes apply.
+//
+// Methods (adapter → engine):
+//
+//	open    start or restart a session: replay its persisted fold entries
+//	turn    one model request: the message delta in, placements and new layers out
+//	usage   (notification) an assistant response's usage, for cold detection
+//	unfold  release folded blocks for good
+//	recall  read folded blocks back, verified against the session file
+//	status  the ladder's and the engine's state
+//
+// Methods (engine → adapter):
+//
+//	persist append one entry to Pi's session file (pi.appendEntry)
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/config"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/indexfile"
+	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// CustomType is the Pi custom entry type holding engine entries.
+const CustomType = "contextfold.fold"
+
+// persistTimeout bounds how long a fold event waits for the adapter.
+const persistTimeout = 10 * time.Second
+
+// Service serves one connection. Its methods run one at a time.
+type Service struct {
+	conn *protocol.Conn
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu  sync.Mutex
+	s   *session
+	cfg engine.Config
+}
+
+type session struct {
+	id, file, dir string
+	eng           *engine.Engine
+	index         *indexfile.Store
+	sentVersion   int
+	sentLayers    map[int]bool
+	responses     int
+	cacheRead     int
+	events        int
+	masked        int
+}
+
+// New returns a service answering on conn.
+func New(conn *protocol.Conn, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{conn: conn, log: log, now: time.Now}
+}
+
+// Hello is the engine's first frame.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Version  string `json:"version"`
+}
+
+// Handle implements protocol.Handler.
+func (s *Service) Handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch method {
+	case "open":
+		var p OpenParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.open(p)
+	case "turn":
+		p, err := parseTurn(params)
+		if err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.turn(ctx, p)
+	case "usage":
+		var u Usage
+		if err := json.Unmarshal(params, &u); err != nil {
+			return nil, badRequest(method, err)
+		}
+		s.usage(u)
+		return nil, nil
+	case "unfold":
+		var p UnfoldParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.unfold(ctx, p)
+	case "recall":
+		var p RecallParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.recall(p)
+	case "status":
+		return s.status(), nil
+	}
+	return nil, &protocol.Error{Code: protocol.CodeNoMethod, Message: "unknown method " + method}
+}
+
+func badRequest(method string, err error) error {
+	return &protocol.Error{Code: protocol.CodeBadRequest, Message: method + ": " + err.Error()}
+}
+
+var errNotOpen = &protocol.Error{Code: protocol.CodeBadRequest, Message: "no session open"}
+
+// OpenParams start a session.
+type OpenParams struct {
+	SessionID   string `json:"sessionId"`
+	SessionFile string `json:"sessionFile,omitempty"`
+	SessionDir  string `json:"sessionDir,omitempty"`
+	// Entries are the data of every contextfold.fold custom entry in the
+	// session file, in file order.
+	Entries []json.RawMessage `json:"entries"`
+	// Env holds the CONTEXTFOLD_* environment; AgentDir locates the saved
+	// settings file (<agentDir>/context-fold.json).
+	Env      map[string]string `json:"env,omitempty"`
+	AgentDir string            `json:"agentDir,omitempty"`
+}
+
+// OpenResult reports the replayed state. Layers are every committed layer,
+// for the adapter's cache.
+type OpenResult struct {
+	LastSeq   int             `json:"lastSeq"`
+	Folds     int             `json:"folds"`
+	Layers    []*engine.Layer `json:"layers"`
+	Skipped   int             `json:"skipped"`
+	IndexPath string          `json:"indexPath,omitempty"`
+	Warnings  []string        `json:"warnings,omitempty"`
+	Config    []config.Value  `json:"config"`
+}
+
+func (s *Service) open(p OpenParams) (*OpenResult, error) {
+	cfg := s.cfg
+	var file []byte
+	if p.AgentDir != "" {
+		file, _ = os.ReadFile(filepath.Join(p.AgentDir, "context-fold.json"))
+	}
+	conf := config.Resolve(p.Env, file)
+	cfg.Knobs = conf.Knobs
+	ss := &session{
+		id: p.SessionID, file: p.SessionFile, dir: p.SessionDir,
+		eng:        engine.New(cfg),
+		index:      indexfile.Open(indexfile.Dir(p.SessionDir, p.SessionID)),
+		sentLayers: map[int]bool{},
+	}
+	res := &OpenResult{IndexPath: ss.index.Path(), Warnings: conf.Warnings, Config: conf.Values}
+	var entries []engine.Entry
+	for _, raw := range p.Entries {
+		var en engine.Entry
+		if err := json.Unmarshal(raw, &en); err != nil || en.V == 0 {
+			res.Skipped++
+			continue
+		}
+		entries = append(entries, en)
+	}
+	skipped, err := ss.eng.Replay(entries)
+	res.Skipped += skipped
+	if err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	if _, floor, err := ss.index.Read(); err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
+	} else {
+		ss.eng.EnsureSeqAtLeast(floor)
+	}
+	s.s = ss
+	res.LastSeq = ss.eng.LastSeq()
+	res.Folds = ss.eng.Registry().Len()
+	res.Layers = ss.eng.Layers()
+	for _, l := range res.Layers {
+		ss.sentLayers[l.Seq] = true
+	}
+	if res.Layers == nil {
+		res.Layers = []*engine.Layer{}
+	}
+	return res, nil
+}
+
+// TurnParams are one request's delta.
+type TurnParams struct {
+	Keep     int
+	Append   [][]byte
+	Window   int
+	Reported int
+	// Full asks for every placement and layer (after an adapter restart).
+	Full bool
+}
+
+// parseTurn reads turn params without re-encoding the messages: each
+// appended message keeps the exact bytes JSON.stringify produced.
+func parseTurn(params []byte) (TurnParams, error) {
+	var p TurnParams
+	ms, err := rawjson.Object(params)
+	if err != nil {
+		return p, err
+	}
+	for _, m := range ms {
+		switch m.Key {
+		case "append":
+			els, err := rawjson.Array(m.Value)
+			if err != nil {
+				return p, fmt.Errorf("append: %w", err)
+			}
+			p.Append = els
+		case "keep":
+			err = json.Unmarshal(m.Value, &p.Keep)
+		case "window":
+			err = json.Unmarshal(m.Value, &p.Window)
+		case "reported":
+			if !rawjson.IsNull(m.Value) {
+				var f float64
+				err = json.Unmarshal(m.Value, &f)
+				p.Reported = int(f)
+			}
+		case "full":
+			p.Full = rawjson.Bool(m.Value)
+		}
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", m.Key, err)
+		}
+	}
+	if p.Keep < 0 {
+		return p, fmt.Errorf("keep %d is negative", p.Keep)
+	}
+	return p, nil
+}
+
+// TurnResult is what the adapter applies. Placements and Layers are sent
+// only when they changed since the last result (or Full was asked);
+// Placements nil means "unchanged".
+type TurnResult struct {
+	Len        int             `json:"len"`
+	Version    int             `json:"version"`
+	Placements *[][4]int       `json:"placements,omitempty"`
+	Layers     []*engine.Layer `json:"layers,omitempty"`
+	Event      *EventSummary   `json:"event,omitempty"`
+	Rejected   string          `json:"rejected,omitempty"`
+	Collisions []string        `json:"collisions,omitempty"`
+	Status     policy.Status   `json:"status"`
+}
+
+// EventSummary describes a committed fold event.
+type EventSummary struct {
+	Seq     int    `json:"seq"`
+	Trigger string `json:"trigger"`
+	Blocks  int    `json:"blocks"`
+	Masked  int    `json:"masked"` // tokens saved
+}
+
+func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	if p.Keep > ss.eng.Len() {
+		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
+	}
+	before := ss.eng.Len()
+	_ = before
+	res := ss.eng.Step(engine.Request{
+		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported,
+		Cold: ss.responses >= 3 && ss.cacheRead == 0,
+	}, &journal{s: s, ss: ss, ctx: ctx})
+	out := &TurnResult{Len: ss.eng.Len(), Version: res.Version, Status: res.Status, Collisions: res.Collisions}
+	if res.Rejected != nil {
+		out.Rejected = res.Rejected.Error()
+		s.log.Warn("fold event rejected; this request goes out with frozen folds only", "err", res.Rejected)
+	}
+	if res.Event != nil {
+		saved := 0
+		for _, f := range res.Event.Folds {
+			if b, ok := ss.eng.Live(f.ID); ok {
+				saved += b.Tokens - ss.eng.Config().Cost(f.Digest)
+			}
+		}
+		out.Event = &EventSummary{Seq: res.Event.Seq, Trigger: string(res.Event.Trigger), Blocks: len(res.Event.Folds), Masked: saved}
+		ss.events++
+		ss.masked += saved
+	}
+	for _, l := range ss.eng.Layers() {
+		if p.Full || !ss.sentLayers[l.Seq] {
+			out.Layers = append(out.Layers, l)
+			ss.sentLayers[l.Seq] = true
+		}
+	}
+	if p.Full || res.Version != ss.sentVersion {
+		ps := make([][4]int, len(res.Placements))
+		for i, pl := range res.Placements {
+			ps[i] = [4]int{pl.Msg, pl.Part, pl.Seq, pl.Index}
+		}
+		out.Placements = &ps
+		ss.sentVersion = res.Version
+	}
+	return out, nil
+}
+
+// Usage is an assistant response's usage as Pi reports it.
+type Usage struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+}
+
+func (s *Service) usage(u Usage) {
+	if s.s == nil {
+		return
+	}
+	s.s.responses++
+	if u.CacheRead > 0 {
+		s.s.cacheRead += int(u.CacheRead)
+	}
+}
+
+// journal makes engine decisions durable: the seed-index record first (the
+// engine's own file), then the fold entry in Pi's session file through the
+// adapter. If the adapter cannot persist, the index record is voided, so a
+// rejected event leaves nothing effective behind (EDGES 23).
+type journal struct {
+	s   *Service
+	ss  *session
+	ctx context.Context
+}
+
+func (j *journal) Commit(ev *engine.Event) error {
+	at := j.s.now().UTC().Format(time.RFC3339Nano)
+	if err := j.ss.index.Append(indexfile.Record{Record: ev.Index, Session: j.ss.id, At: at}); err != nil {
+		return err
+	}
+	if err := j.persist(ev.Entry()); err != nil {
+		if verr := j.ss.index.Void(ev.Seq, at); verr != nil {
+			j.s.log.Warn("seed-index retraction failed", "seq", ev.Seq, "err", verr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (j *journal) Unfold(ids []string) error {
+	return j.persist(engine.UnfoldEntry(ids))
+}
+
+// PersistParams ask the adapter to append one custom entry.
+type PersistParams struct {
+	CustomType string       `json:"customType"`
+	Data       engine.Entry `json:"data"`
+}
+
+func (j *journal) persist(en engine.Entry) error {
+	ctx, cancel := context.WithTimeout(j.ctx, persistTimeout)
+	defer cancel()
+	var ok bool
+	if err := j.s.conn.Call(ctx, "persist", PersistParams{CustomType: CustomType, Data: en}, &ok); err != nil {
+		return fmt.Errorf("persist %s entry: %w", en.Kind, err)
+	}
+	if !ok {
+		return fmt.Errorf("persist %s entry: the adapter could not append it", en.Kind)
+	}
+	return nil
+}
+
+// StatusResult is the engine's state for display.
+type StatusResult struct {
+	Open      bool          `json:"open"`
+	Messages  int           `json:"messages"`
+	Layers    int           `json:"layers"`
+	Folds     int           `json:"folds"`
+	Events    int           `json:"events"`
+	Masked    int           `json:"masked"`
+	LastSeq   int           `json:"lastSeq"`
+	Responses int           `json:"responses"`
+	CacheRead int           `json:"cacheRead"`
+	Status    policy.Status `json:"status"`
+}
+
+func (s *Service) status() *StatusResult {
+	ss := s.s
+	if ss == nil {
+		return &StatusResult{}
+	}
+	return &StatusResult{Open: true, Messages: ss.eng.Len(), Layers: len(ss.eng.Layers()), Folds: ss.eng.Registry().Len(),
+		Events: ss.events, Masked: ss.masked, LastSeq: ss.eng.LastSeq(), Responses: ss.responses, CacheRead: ss.cacheRead}
+}

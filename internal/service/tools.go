@@ -1,0 +1,45 @@
+package service
+
+import (
+	"context"
+
+	"github.com/contextfold/contextfold/internal/engine"
+)
+
+// UnfoldParams name the codes to release.
+type UnfoldParams struct {
+	Codes []string `json:"codes"`
+}
+
+// ToolResult is a tool's answer: the text the model reads and details for Pi.
+type ToolResult struct {
+	Text    string `json:"text"`
+	Details any    `json:"details"`
+	IsError bool   `json:"isError,omitempty"`
+}
+
+// RecallParams are recall_folded's arguments plus, for a session without a
+// file, the session's entries.
+type RecallParams struct {
+	Codes  []string `json:"codes,omitempty"`
+	Grep   string   `json:"grep,omitempty"`
+	Lines  string   `json:"lines,omitempty"`
+	Search string   `json:"search,omitempty"`
+	// Entries are Pi's session entries as JSON lines, sent only when the
+	// session has no file (--no-session).
+	Entries []byte `json:"entries,omitempty"`
+}
+
+func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	res, err := ss.eng.Unfold(p.Codes, &journal{s: s, ss: ss, ctx: ctx})
+	if err != nil {
+		return &ToolResult{Text: "unfold failed: " + err.Error(), IsError: true}, nil
+	}
+	return renderUnfold(p.Codes, res), nil
+}
+
+var _ = engine.Released

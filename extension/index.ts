@@ -2,197 +2,9 @@
 // engine as one child process per session runtime, ships each request's new
 // messages to it and applies the substitutions it returns. Every decision —
 // what folds, when, into which bytes — is the engine's.
-import { type ExtensionAPI, type ExtensionContext, getAgentDir } from "@earendil-works/pi-coding-agent";
-import { existsSync } from "node:fs";
-import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Engine, EngineError } from "./protocol.ts";
+import { type ExtensionAPI, getAgentDir } from "@earendil-works/pi-coding-agent";
+import { disabled, PREFIX, Session } from "./session.ts";
 import { RECALL, UNFOLD, recallParams, unfoldParams } from "./tools.ts";
-import { applyPlacements, type Layer, type Placement, Tracker, turnParams } from "./wire.ts";
-
-const CUSTOM_TYPE = "contextfold.fold";
-const PREFIX = "[context-fold]";
-
-function disabled(): boolean {
-	const v = (process.env.CONTEXTFOLD ?? "").trim().toLowerCase();
-	return v === "0" || v === "off" || v === "false";
-}
-
-function timeoutMs(name: string, dflt: number): number {
-	const n = Number(process.env[name]);
-	return Number.isFinite(n) && n > 0 ? n : dflt;
-}
-
-const TURN_TIMEOUT = () => timeoutMs("CONTEXTFOLD_ENGINE_TIMEOUT_MS", 10_000);
-const TOOL_TIMEOUT = 30_000;
-
-/** Finds the engine: CONTEXTFOLD_BIN, then this package's bin/, then PATH. */
-export function findEngine(): string | null {
-	const env = process.env.CONTEXTFOLD_BIN;
-	if (env) return existsSync(env) ? env : null;
-	const here = dirname(fileURLToPath(import.meta.url));
-	const own = join(here, "..", "bin", "contextfold");
-	if (existsSync(own)) return own;
-	for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-		const p = join(dir, "contextfold");
-		if (dir && existsSync(p)) return p;
-	}
-	return null;
-}
-
-/** The CONTEXTFOLD_* environment, for the engine to parse and validate. */
-function knobEnv(): Record<string, string> {
-	const out: Record<string, string> = {};
-	for (const [k, v] of Object.entries(process.env)) if (k.startsWith("CONTEXTFOLD_") && v !== undefined) out[k] = v;
-	return out;
-}
-
-/** One Pi session runtime's connection to its engine. */
-class Session {
-	private engine: Engine | null = null;
-	private opening: Promise<void> | null = null;
-	private tracker = new Tracker();
-	private layers = new Map<number, Layer>();
-	private placements: Placement[] = [];
-	private needFull = true;
-	private warned = new Set<string>();
-	private ctx: ExtensionContext | null = null;
-	private shutdown = false;
-	private readonly pi: ExtensionAPI;
-
-	constructor(pi: ExtensionAPI) {
-		this.pi = pi;
-	}
-
-	/** Warns once per kind: stderr headless, a notification interactively. */
-	warn(kind: string, text: string): void {
-		if (this.warned.has(kind)) return;
-		this.warned.add(kind);
-		const ctx = this.ctx;
-		try {
-			if (ctx?.hasUI) ctx.ui.notify(`context-fold: ${text}`, "warning");
-			else process.stderr.write(`${PREFIX} ${text}\n`);
-		} catch {
-			process.stderr.write(`${PREFIX} ${text}\n`);
-		}
-	}
-
-	/** Starts the engine and replays the session's fold entries into it. */
-	start(ctx: ExtensionContext): Promise<void> {
-		this.ctx = ctx;
-		if (this.engine?.alive && this.opening) return this.opening;
-		const bin = findEngine();
-		if (!bin) {
-			this.warn("nobin", "engine binary not found (set CONTEXTFOLD_BIN, run `make build` in the package, or put contextfold on PATH) — no folding this session");
-			return Promise.reject(new EngineError("no engine binary", "spawn"));
-		}
-		const engine = new Engine({
-			bin,
-			onRequest: (method, params) => this.serve(method, params),
-			onExit: (reason) => {
-				if (!this.shutdown && this.engine === engine) this.warn("crash", `${reason}; folds already committed keep applying and the engine restarts on the next request`);
-			},
-			onStderr: (t) => process.stderr.write(t),
-		});
-		this.engine = engine;
-		this.needFull = true;
-		this.tracker.reset();
-		const sm = ctx.sessionManager;
-		const entries: unknown[] = [];
-		for (const e of sm.getEntries() as any[]) if (e.type === "custom" && e.customType === CUSTOM_TYPE) entries.push(e.data);
-		const params = {
-			sessionId: sm.getSessionId(),
-			sessionFile: sm.getSessionFile() ?? "",
-			sessionDir: sm.getSessionDir() ?? "",
-			entries,
-			env: knobEnv(),
-			agentDir: getAgentDir(),
-		};
-		this.opening = (async () => {
-			await engine.ready;
-			const res = await engine.request("open", params, TURN_TIMEOUT());
-			this.layers.clear();
-			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
-			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
-		})();
-		this.opening.catch((e) => this.warn("open", `engine start failed: ${e.message}`));
-		return this.opening;
-	}
-
-	/** Requests the engine makes of the adapter. */
-	private serve(method: string, params: any): unknown {
-		if (method === "persist") {
-			try {
-				this.pi.appendEntry(params.customType, params.data);
-				return true;
-			} catch (e: any) {
-				process.stderr.write(`${PREFIX} could not persist a fold entry: ${e?.message ?? e}\n`);
-				return false;
-			}
-		}
-		throw new Error(`unknown method ${method}`);
-	}
-
-	private async live(ctx: ExtensionContext): Promise<Engine> {
-		if (!this.engine?.alive) await this.start(ctx);
-		else await this.opening;
-		if (!this.engine?.alive) throw new EngineError("engine not running", "closed");
-		return this.engine;
-	}
-
-	/** The context_with_system pass: delta out, substitutions in. */
-	async onContext(messages: any[], ctx: ExtensionContext): Promise<void> {
-		this.ctx = ctx;
-		const keep = this.needFull ? 0 : this.tracker.prefix(messages);
-		try {
-			const engine = await this.live(ctx);
-			const usage = ctx.getContextUsage();
-			const params = turnParams(messages, this.needFull ? 0 : keep, {
-				window: usage?.contextWindow ?? ctx.model?.contextWindow ?? 0,
-				reported: usage?.tokens ?? null,
-				full: this.needFull || undefined,
-			});
-			const res = await engine.requestRaw("turn", params, TURN_TIMEOUT());
-			this.tracker.commit(messages, this.needFull ? 0 : keep);
-			this.needFull = false;
-			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
-			if (res.placements) this.placements = res.placements;
-			if (res.rejected) process.stderr.write(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only\n`);
-			if (res.collisions?.length) process.stderr.write(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})\n`);
-			applyPlacements(messages, this.placements, this.layers);
-		} catch (e: any) {
-			// Fail open: committed folds keep applying to the unchanged prefix;
-			// the engine restarts and resynchronises on the next request.
-			if (e?.code === "timeout") {
-				this.warn("hang", `${e.message}; restarting it`);
-				this.engine?.kill();
-			}
-			this.needFull = true;
-			applyPlacements(messages, this.placements, this.layers, keep);
-		}
-	}
-
-	async call(ctx: ExtensionContext, method: string, params: Record<string, unknown>): Promise<any> {
-		this.ctx = ctx;
-		const engine = await this.live(ctx);
-		return engine.request(method, params, TOOL_TIMEOUT);
-	}
-
-	resync(): void {
-		this.needFull = true;
-	}
-
-	close(): void {
-		this.shutdown = true;
-		this.engine?.close();
-		this.engine = null;
-		this.opening = null;
-	}
-
-	usage(u: unknown): void {
-		if (this.engine?.alive) this.engine.notify("usage", u);
-	}
-}
 
 function text(t: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text: t }], details };
@@ -203,12 +15,13 @@ export default function contextFold(pi: ExtensionAPI): void {
 		process.stderr.write(`${PREFIX} disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD} — no folding this session\n`);
 		return;
 	}
+	const host = { appendEntry: (t: string, d: unknown) => pi.appendEntry(t, d), agentDir: getAgentDir() };
 	let session: Session | null = null;
-	const current = () => (session ??= new Session(pi));
+	const current = () => (session ??= new Session(host));
 
 	pi.on("session_start", async (_event, ctx) => {
 		session?.close();
-		session = new Session(pi);
+		session = new Session(host);
 		await session.start(ctx).catch(() => {});
 	});
 	pi.on("session_tree", async (_event, ctx) => {
@@ -216,7 +29,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 		// engine replays it, and resend the new branch's context in full.
 		const s = current();
 		s.close();
-		session = new Session(pi);
+		session = new Session(host);
 		await session.start(ctx).catch(() => {});
 	});
 	pi.on("session_shutdown", () => {

@@ -30,10 +30,20 @@ function signature(m: any): Sig {
 	return out;
 }
 
+/** signature(m) compared with sig, field by field, without allocating. */
 function same(sig: Sig, m: any): boolean {
-	const now = signature(m);
-	if (now.length !== sig.length) return false;
-	for (let i = 0; i < now.length; i++) if (now[i] !== sig[i]) return false;
+	if (sig[0] !== m?.role || sig[1] !== m?.timestamp || sig[2] !== m?.responseId || sig[3] !== m?.toolCallId) return false;
+	if (sig[4] !== m?.toolName || sig[5] !== m?.isError || sig[6] !== m?.summary || sig[7] !== m?.command || sig[8] !== m?.output) return false;
+	const c = m?.content;
+	if (typeof c === "string") return sig.length === 10 && sig[9] === c;
+	if (!Array.isArray(c)) return sig.length === 10 && sig[9] === (c === undefined ? undefined : typeof c);
+	if (sig[9] !== c.length || sig.length !== 10 + 6 * c.length) return false;
+	let i = 10;
+	for (const p of c) {
+		if (sig[i] !== p?.type || sig[i + 1] !== p?.text || sig[i + 2] !== p?.thinking || sig[i + 3] !== p?.id || sig[i + 4] !== p?.name) return false;
+		if (sig[i + 5] !== (typeof p?.data === "string" ? p.data.length : undefined)) return false;
+		i += 6;
+	}
 	return true;
 }
 

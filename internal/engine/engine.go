@@ -145,7 +145,7 @@ type Engine struct {
 	layers   []*Layer
 	reg      *registry.Registry
 	unfolded map[string]bool
-	rejected map[string]bool // code collisions: held raw for the session
+	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
 }
@@ -262,8 +262,16 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 		for _, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
 			m := meta{}
 			if f, ok := e.frozen[b.ID]; ok && b.Foldable() {
-				m.frozen = f
-				e.version++ // a frozen block (re)entered the context
+				if rec, _ := e.reg.Get(b.ID); rec != nil && rec.SHA256 != "" && registry.Sum(b.Text) != rec.SHA256 {
+					// The block's content changed after it folded (a context_edit,
+					// another extension's rewrite): the frozen digest describes other
+					// bytes, so the new content goes out raw and is never refolded
+					// under the old id, while the old handle still recalls the original.
+					e.rejected[b.ID] = true
+				} else {
+					m.frozen = f
+					e.version++ // a frozen block (re)entered the context
+				}
 			}
 			e.meta = append(e.meta, m)
 			e.view = append(e.view, policy.ViewBlock{
@@ -428,10 +436,14 @@ func (e *Engine) buildView(req Request) policy.View {
 	for k := range e.view {
 		vb := &e.view[k]
 		vb.Protected = k >= v.ProtectFrom
-		if vb.Durable && vb.Foldable && !vb.Frozen && !vb.Protected && !vb.Held {
-			vb.FoldedTokens = e.ensureMeta(k).tokens
+		if vb.Candidate() {
+			vb.FoldedTokens = 0 // resolved on demand
+			if m := &e.meta[k]; m.done {
+				vb.FoldedTokens = m.tokens
+			}
 		}
 	}
+	v.Resolve = func(k int) int { return e.ensureMeta(k).tokens }
 	return v
 }
 

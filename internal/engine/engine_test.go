@@ -566,3 +566,33 @@ func TestBenchReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedFrozenBlockGoesRaw covers EDGES 6: a folded block whose content
+// later changes (a context_edit) must not be covered by the old digest.
+func TestChangedFrozenBlockGoesRaw(t *testing.T) {
+	msgs := longSession(30, 80).msgs
+	e := New(Config{})
+	j := &memJournal{}
+	drive(t, e, msgs, 12_000, j)
+	rec := e.Registry().All()[0]
+	b, _ := e.Live(rec.ID)
+	edited := make([][]byte, len(msgs))
+	copy(edited, msgs)
+	edited[b.Msg] = newSession().result(strings.TrimPrefix(rec.ID, "r:"), "[edited by another extension]", false).msgs[0]
+	e2 := New(Config{})
+	e2.Replay(j.entries())
+	e2.Sync(0, edited)
+	out := e2.Render()
+	if !bytes.Equal(out[b.Msg], edited[b.Msg]) {
+		t.Fatalf("the old digest covered changed content: %s", out[b.Msg])
+	}
+	if e2.Frozen(rec.ID) && len(e2.Placements()) == len(e.Placements()) {
+		t.Fatal("placement kept for a changed block")
+	}
+	res := e2.Step(Request{Keep: e2.Len(), Window: 12_000, Reported: 11_900}, nil)
+	for _, p := range res.Placements {
+		if p.Msg == b.Msg {
+			t.Fatal("a changed block was refolded under its old id")
+		}
+	}
+}

@@ -31,32 +31,38 @@ func (Ladder) Conduct(v *policy.View) policy.Decision {
 	if v.Cold {
 		foldAt = min(k.ColdFoldAt, k.FoldAt)
 	}
+	overCap := v.LiveTokens > v.Budget || (v.Reported > 0 && v.Reported > v.Budget)
+	step := int(k.FoldStep * float64(v.Window))
+	st := policy.Status{
+		UsageFraction: round3(frac),
+		FoldAt:        round3(foldAt),
+		StepTokens:    step,
+		LiveTokens:    v.LiveTokens,
+		Budget:        v.Budget,
+		OverBudget:    overCap,
+	}
+	for i := range v.Blocks {
+		if b := &v.Blocks[i]; b.Kind == block.User || b.Protected || b.Held {
+			st.IrreducibleFloor += b.Tokens
+		}
+	}
+	if !overCap && !(v.Window > 0 && frac >= foldAt) {
+		return policy.Decision{Status: st} // below every threshold: no digest needed
+	}
 	var ids []string
 	savings := 0
-	floor := 0
 	for i := range v.Blocks {
 		b := &v.Blocks[i]
-		if b.Maskable() && (b.Kind == block.ToolResult || b.Kind == block.Thinking) {
+		if !b.Candidate() || (b.Kind != block.ToolResult && b.Kind != block.Thinking) {
+			continue
+		}
+		if f := v.Folded(i); f < b.Tokens {
 			ids = append(ids, b.ID)
-			savings += b.Tokens - b.FoldedTokens
-		}
-		if b.Kind == block.User || b.Protected || b.Held {
-			floor += b.Tokens
+			savings += b.Tokens - f
 		}
 	}
-	step := int(k.FoldStep * float64(v.Window))
-	overCap := v.LiveTokens > v.Budget || (v.Reported > 0 && v.Reported > v.Budget)
+	st.MaskableTokens = savings
 	threshold := v.Window > 0 && frac >= foldAt && savings >= step
-	st := policy.Status{
-		UsageFraction:    round3(frac),
-		FoldAt:           round3(foldAt),
-		MaskableTokens:   savings,
-		StepTokens:       step,
-		LiveTokens:       v.LiveTokens,
-		Budget:           v.Budget,
-		OverBudget:       overCap,
-		IrreducibleFloor: floor,
-	}
 	if !overCap && !threshold {
 		return policy.Decision{Status: st}
 	}

@@ -31,12 +31,15 @@ var DefaultKnobs = Knobs{
 
 // ViewBlock is one block as a policy sees it.
 type ViewBlock struct {
-	ID           string
-	Kind         block.Kind
-	Turn, Order  int
-	Msg          int
-	Tokens       int  // cost at full fidelity
-	FoldedTokens int  // cost as a digest (frozen text when frozen; Tokens when it cannot fold)
+	ID          string
+	Kind        block.Kind
+	Turn, Order int
+	Msg         int
+	Tokens      int // cost at full fidelity
+	// FoldedTokens is the cost as a digest: the frozen text's when frozen,
+	// Tokens when the block cannot fold, and 0 for a candidate whose digest
+	// has not been computed yet (read it through View.Folded).
+	FoldedTokens int
 	Durable      bool // id is content-anchored
 	Foldable     bool // passes the kind gate
 	Held         bool // unfolded by the agent, first delivery, or collision-rejected
@@ -46,10 +49,11 @@ type ViewBlock struct {
 	IsError      bool
 }
 
-// Maskable reports whether a policy may ask for this block: a durable,
-// foldable, unprotected, unheld, unfrozen block whose digest is smaller.
-func (b *ViewBlock) Maskable() bool {
-	return b.Durable && b.Foldable && !b.Protected && !b.Held && !b.Frozen && b.FoldedTokens < b.Tokens
+// Candidate reports whether a policy may ask for this block: durable,
+// foldable, unprotected, unheld and unfrozen. Whether folding makes it
+// smaller is View.Folded's to say.
+func (b *ViewBlock) Candidate() bool {
+	return b.Durable && b.Foldable && !b.Protected && !b.Held && !b.Frozen
 }
 
 // View is the read-only picture of one request.
@@ -74,6 +78,21 @@ type View struct {
 	Knobs Knobs
 	// Requests is the number of assistant responses already in the context.
 	Requests int
+	// Resolve computes the digest cost of block k on first need. Digests are
+	// built lazily so a request far from any threshold never pays for them.
+	Resolve func(k int) int
+}
+
+// Folded returns block k's cost as a digest, computing it if needed.
+func (v *View) Folded(k int) int {
+	b := &v.Blocks[k]
+	if b.FoldedTokens == 0 && v.Resolve != nil {
+		b.FoldedTokens = v.Resolve(k)
+	}
+	if b.FoldedTokens == 0 {
+		return b.Tokens
+	}
+	return b.FoldedTokens
 }
 
 // Used returns the usage the thresholds are judged on: provider-reported

@@ -203,9 +203,9 @@ func (c *Conn) Serve(ctx context.Context, r io.Reader, h Handler) error {
 		if err != nil {
 			break
 		}
-		f := new(Frame)
-		if jerr := json.Unmarshal(body, f); jerr != nil {
-			err = fmt.Errorf("protocol: bad frame: %w", jerr)
+		f, ferr := decodeFrame(body)
+		if ferr != nil {
+			err = fmt.Errorf("protocol: bad frame: %w", ferr)
 			break
 		}
 		if f.Method != "" {
@@ -285,4 +285,38 @@ func safeHandle(ctx context.Context, h Handler, f *Frame) (res any, err error) {
 		}
 	}()
 	return h.Handle(ctx, f.Method, f.Params)
+}
+
+// decodeFrame splits a frame with rawjson: one validating scan, and params
+// stay a slice of the frame (a resumed session's transcript is megabytes).
+func decodeFrame(body []byte) (*Frame, error) {
+	ms, err := rawjson.Object(body)
+	if err != nil {
+		return nil, err
+	}
+	f := new(Frame)
+	for _, m := range ms {
+		switch m.Key {
+		case "id":
+			var id int64
+			if err := json.Unmarshal(m.Value, &id); err != nil {
+				return nil, fmt.Errorf("id: %w", err)
+			}
+			f.ID = &id
+		case "method":
+			if f.Method, err = rawjson.Unquote(m.Value); err != nil {
+				return nil, fmt.Errorf("method: %w", err)
+			}
+		case "params":
+			f.Params = m.Value
+		case "result":
+			f.Result = m.Value
+		case "error":
+			f.Error = new(Error)
+			if err := json.Unmarshal(m.Value, f.Error); err != nil {
+				return nil, fmt.Errorf("error: %w", err)
+			}
+		}
+	}
+	return f, nil
 }

@@ -1,0 +1,99 @@
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { Session } from "../session.ts";
+
+function session(n: number): any[] {
+	const out: any[] = [{ role: "system", content: "prompt", timestamp: 0 }, { role: "user", content: [{ type: "text", text: "go" }], timestamp: 1 }];
+	for (let i = 0; i < n; i++) {
+		out.push({ role: "assistant", content: [{ type: "toolCall", id: `c${i}`, name: "bash", arguments: { command: `run ${i}` } }], timestamp: 10 + 2 * i, responseId: `r${i}`, stopReason: "toolUse" });
+		const lines = Array.from({ length: 150 }, (_, k) => (k === 75 ? `ERROR: step ${i} failed` : `c${i} line ${k}: the quick brown fox`));
+		out.push({ role: "toolResult", toolCallId: `c${i}`, toolName: "bash", content: [{ type: "text", text: lines.join("\n") }], isError: false, timestamp: 11 + 2 * i });
+	}
+	return out;
+}
+
+function fakeCtx(entries: any[], dir: string, window = 16000): any {
+	return {
+		hasUI: false,
+		ui: { notify() {} },
+		model: { contextWindow: window },
+		getContextUsage: () => ({ tokens: null, contextWindow: window, percent: null }),
+		sessionManager: {
+			getSessionId: () => "sess-1",
+			getSessionFile: () => undefined,
+			getSessionDir: () => dir,
+			getEntries: () => entries,
+		},
+	};
+}
+
+const folded = (msgs: any[]) => msgs.filter((m) => m.role === "toolResult" && /^\{#[0-9a-z]{6} FOLDED\}/.test(m.content[0].text)).length;
+
+test("folds apply, survive an engine crash from the cache, and come back after a restart", async () => {
+	const entries: any[] = [];
+	const host = { appendEntry: (customType: string, data: unknown) => entries.push({ type: "custom", customType, data }), agentDir: "" };
+	const dir = mkdtempSync(join(tmpdir(), "cf-session-"));
+	const ctx = fakeCtx(entries, dir);
+	const s = new Session(host);
+	await s.start(ctx);
+	const msgs = session(40);
+	const first = structuredClone(msgs);
+	await s.onContext(first, ctx);
+	const n = folded(first);
+	assert.ok(n > 10, `expected folds, got ${n}`);
+	assert.equal(entries.length, 1, "one fold event recorded before it applied");
+	assert.equal(first.length, msgs.length, "message count unchanged");
+
+	// Steady state: the next request repeats the same bytes for the prefix.
+	const more = [...msgs, { role: "assistant", content: [{ type: "text", text: "ok" }], timestamp: 500, responseId: "rx" }];
+	const second = structuredClone(more);
+	await s.onContext(second, ctx);
+	assert.equal(JSON.stringify(second.slice(0, msgs.length)), JSON.stringify(first));
+
+	// Crash: committed layers keep applying from the adapter's cache.
+	const warnings: string[] = [];
+	const orig = process.stderr.write.bind(process.stderr);
+	(process.stderr as any).write = (t: string) => (warnings.push(String(t)), true);
+	try {
+		process.kill(s.enginePid!, "SIGKILL");
+		await new Promise((r) => setTimeout(r, 100));
+		const third = structuredClone(more);
+		await s.onContext(third, ctx);
+		assert.equal(JSON.stringify(third.slice(0, msgs.length)), JSON.stringify(first), "cached layers applied after the crash");
+		// And the engine restarts, replaying the recorded entry.
+		const fourth = structuredClone(more);
+		await s.onContext(fourth, ctx);
+		assert.equal(JSON.stringify(fourth.slice(0, msgs.length)), JSON.stringify(first), "same folded bytes after the restart");
+		assert.ok(s.enginePid, "engine restarted");
+	} finally {
+		(process.stderr as any).write = orig;
+	}
+	assert.equal(warnings.filter((w) => w.includes("engine")).length, 1, `one warning, got ${JSON.stringify(warnings)}`);
+	s.close();
+});
+
+test("a missing engine binary warns once and leaves messages untouched", async () => {
+	const prev = process.env.CONTEXTFOLD_BIN;
+	process.env.CONTEXTFOLD_BIN = "/nonexistent/contextfold";
+	const warnings: string[] = [];
+	const orig = process.stderr.write.bind(process.stderr);
+	(process.stderr as any).write = (t: string) => (warnings.push(String(t)), true);
+	try {
+		const s = new Session({ appendEntry() {}, agentDir: "" });
+		const ctx = fakeCtx([], "");
+		await s.start(ctx).catch(() => {});
+		const msgs = session(40);
+		const copy = structuredClone(msgs);
+		await s.onContext(copy, ctx);
+		await s.onContext(copy, ctx);
+		assert.deepEqual(copy, msgs);
+	} finally {
+		(process.stderr as any).write = orig;
+		if (prev === undefined) delete process.env.CONTEXTFOLD_BIN;
+		else process.env.CONTEXTFOLD_BIN = prev;
+	}
+	assert.equal(warnings.filter((w) => w.includes("not found")).length, 1, JSON.stringify(warnings));
+});

@@ -64,7 +64,10 @@ func Code(id string) string {
 func Tag(code string) string { return "{#" + code + " FOLDED}" }
 
 var tagRE = regexp.MustCompile(`\{#[0-9a-z]{6} FOLDED\}`)
-var codeRE = regexp.MustCompile(`^(?:\{#)?([0-9a-z]{6})(?: folded\})?$`)
+var (
+	codeRE  = regexp.MustCompile(`^#?([0-9a-z]{6})$`)
+	tagInRE = regexp.MustCompile(`\{#([0-9a-z]{6})\s+folded\}`)
+)
 
 // StripTags removes every tag-shaped marker from text a policy supplied.
 func StripTags(s string) string {
@@ -74,10 +77,15 @@ func StripTags(s string) string {
 	return tokens.Trim(tagRE.ReplaceAllString(s, ""))
 }
 
-// ParseCode accepts a bare code ("0qq769") or a whole tag ("{#0qq769 FOLDED}"),
-// with surrounding whitespace and any case, and returns the code.
+// ParseCode accepts what a model types for a code: a bare code ("0qq769"),
+// "#0qq769", or text containing a whole tag ("{#0qq769 FOLDED}"), in any
+// case and with surrounding whitespace, and returns the code.
 func ParseCode(s string) (string, bool) {
-	m := codeRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	s = strings.ToLower(strings.TrimSpace(s))
+	if m := tagInRE.FindStringSubmatch(s); m != nil {
+		return m[1], true
+	}
+	m := codeRE.FindStringSubmatch(s)
 	if m == nil {
 		return "", false
 	}

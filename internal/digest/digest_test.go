@@ -24,12 +24,13 @@ func TestCodeVectors(t *testing.T) {
 }
 
 func TestParseAndStripTags(t *testing.T) {
-	for in, want := range map[string]string{"0qq769": "0qq769", "{#0qq769 FOLDED}": "0qq769", " {#0QQ769 FOLDED} ": "0qq769"} {
+	for in, want := range map[string]string{"0qq769": "0qq769", "{#0qq769 FOLDED}": "0qq769", " {#0QQ769 FOLDED} ": "0qq769",
+		"#0qq769": "0qq769", "see {#0qq769  FOLDED} above": "0qq769"} {
 		if got, ok := ParseCode(in); !ok || got != want {
 			t.Errorf("ParseCode(%q) = %q,%v", in, got, ok)
 		}
 	}
-	for _, bad := range []string{"", "0qq76", "{#0qq769}", "0qq7690", "#0qq769"} {
+	for _, bad := range []string{"", "0qq76", "{#0qq769}", "0qq7690", "##0qq769", "{#0qq769"} {
 		if _, ok := ParseCode(bad); ok {
 			t.Errorf("ParseCode(%q) accepted", bad)
 		}

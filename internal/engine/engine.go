@@ -298,6 +298,9 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 		res.Collisions = collisions
 		if ev != nil {
 			if err := j.Commit(ev); err != nil {
+				// The seq is burnt: records the journal may have half-written
+				// under it (then voided) must never be confused with a later event.
+				e.EnsureSeqAtLeast(ev.Seq)
 				res.Rejected = fmt.Errorf("fold event %d rejected: %w", ev.Seq, err)
 			} else {
 				e.freeze(ev)

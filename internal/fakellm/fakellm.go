@@ -36,10 +36,13 @@
 //     route, divided by 4 and capped at Prompt. For a linear session this is
 //     the prefix shared with the previous request; taking the best earlier
 //     request keeps the cache warm across an interleaved summary request, as
-//     a real provider cache would.
+//     a real provider cache would. On the Anthropic route the compared bytes
+//     are tools, system and messages, in the provider's cache order, with the
+//     cache_control markers removed (Pi moves the breakpoint to the newest
+//     message on every request).
 //   - CacheWrite is the rest, Prompt - Cached, so Pi sees input = 0.
-//   - Completion is the reply's text plus tool-call arguments, in bytes, /4
-//     (at least 1).
+//   - Completion is the reply's text plus tool-call names and arguments, in
+//     bytes, /4 (at least 1).
 //
 // # Tool-less requests
 //
@@ -211,7 +214,14 @@ func Start(script Script, opts Options) (*Server, error) {
 	}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 30 * time.Second}
 	go s.srv.Serve(ln)
-	s.timer = time.AfterFunc(opts.MaxLifetime, func() { s.Close() })
+	s.timer = time.NewTimer(opts.MaxLifetime)
+	go func() {
+		select {
+		case <-s.timer.C:
+			s.Close()
+		case <-s.done:
+		}
+	}()
 	return s, nil
 }
 
@@ -223,6 +233,7 @@ func (s *Server) URL() string { return s.url }
 func (s *Server) AnthropicURL() string { return strings.TrimSuffix(s.url, "/v1") }
 
 // Requests returns a copy of the recorded model requests in arrival order.
+// The byte slices inside are shared with the server; do not modify them.
 func (s *Server) Requests() []Recorded {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -347,10 +358,10 @@ func (s *Server) decide(r *http.Request, api API, body []byte) Recorded {
 
 	s.mu.Lock()
 	req.Seq = len(s.reqs) + 1
-	prev := make([]json.RawMessage, 0, len(s.reqs))
+	prev := make([][]byte, 0, len(s.reqs))
 	for i := range s.reqs {
 		if s.reqs[i].API == api {
-			prev = append(prev, s.reqs[i].MessagesJSON)
+			prev = append(prev, s.reqs[i].cacheKey)
 		}
 	}
 	s.mu.Unlock()
@@ -423,11 +434,11 @@ func fillReply(r Reply, seq int) Reply {
 }
 
 // computeUsage implements the accounting described in the package doc.
-func computeUsage(req *Request, prev []json.RawMessage, reply Reply) Usage {
+func computeUsage(req *Request, prev [][]byte, reply Reply) Usage {
 	u := Usage{Prompt: max(len(req.Body)/4, 1)}
 	best := 0
 	for _, p := range prev {
-		best = max(best, commonPrefix(p, req.MessagesJSON))
+		best = max(best, commonPrefix(p, req.cacheKey))
 	}
 	u.Cached = min(best/4, u.Prompt)
 	u.CacheWrite = u.Prompt - u.Cached

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 )
 
@@ -84,6 +85,10 @@ type Request struct {
 	// that declare no tools, such as Pi's compaction and branch-summary
 	// requests.
 	Tools []string
+
+	// cacheKey is the byte string whose common prefixes count as cached
+	// (see the package doc).
+	cacheKey []byte
 }
 
 // ToolLess reports whether the request declares no tools, which is how Pi's
@@ -149,7 +154,7 @@ func ParseOpenAI(body []byte) (*Request, error) {
 		return nil, fmt.Errorf("fakellm: parse openai request: %w", err)
 	}
 	req := &Request{API: OpenAI, Body: body, Model: w.Model, Stream: w.Stream,
-		MaxTokens: w.MaxCompletionTokens, MessagesJSON: w.Messages}
+		MaxTokens: w.MaxCompletionTokens, MessagesJSON: w.Messages, cacheKey: w.Messages}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = w.MaxTokens
 	}
@@ -254,6 +259,9 @@ func contentText(raw json.RawMessage) (string, error) {
 	return "", errors.New("content is neither string, array nor null")
 }
 
+// cacheControlRE matches an Anthropic cache_control marker and its comma.
+var cacheControlRE = regexp.MustCompile(`,?"cache_control":\{[^{}]*\}`)
+
 // ParseAnthropic parses a Messages API request body. See Message for how
 // the Anthropic shape is mapped.
 func ParseAnthropic(body []byte) (*Request, error) {
@@ -270,6 +278,14 @@ func ParseAnthropic(body []byte) (*Request, error) {
 	}
 	req := &Request{API: Anthropic, Body: body, Model: w.Model, Stream: w.Stream,
 		MaxTokens: w.MaxTokens, MessagesJSON: w.Messages}
+	// Anthropic caches tools, then system, then messages; the cache_control
+	// breakpoints Pi moves to the newest message are not part of the content.
+	var key []byte
+	for _, t := range w.Tools {
+		key = append(key, t...)
+	}
+	key = append(append(key, w.System...), w.Messages...)
+	req.cacheKey = cacheControlRE.ReplaceAll(key, nil)
 	if s := bytes.TrimSpace(w.System); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
 		text, err := contentText(s)
 		if err != nil {

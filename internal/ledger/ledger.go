@@ -514,7 +514,9 @@ func (l *Ledger) Branch(leafID string) []Entry {
 		return nil
 	}
 	var path []Entry
-	for steps := 0; steps <= len(l.entries); steps++ {
+	visited := make(map[int]bool)
+	for !visited[i] {
+		visited[i] = true
 		path = append(path, l.entries[i])
 		p := l.entries[i].ParentID
 		if p == "" {
@@ -540,7 +542,8 @@ type Found struct {
 	ToolName string
 	IsError  bool
 	// FullOutputPath is details.fullOutputPath of a tool result: the tool's
-	// own file holding the output the message truncated.
+	// own file holding the output the message truncated. An edit replaces
+	// only content, so an edited candidate still names the original's file.
 	FullOutputPath string
 	// EntryID and Line name the message entry ("" id in the early format).
 	EntryID string

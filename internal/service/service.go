@@ -30,6 +30,7 @@ import (
 	"github.com/contextfold/contextfold/internal/config"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/indexfile"
+	"github.com/contextfold/contextfold/internal/ledger"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -62,6 +63,9 @@ type session struct {
 	cacheRead     int
 	events        int
 	masked        int
+	led           *ledger.Ledger
+	recalls       map[string]int // recall count per code (churn)
+	recallCalls   int
 }
 
 // New returns a service answering on conn.
@@ -165,6 +169,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		eng:        engine.New(cfg),
 		index:      indexfile.Open(indexfile.Dir(p.SessionDir, p.SessionID)),
 		sentLayers: map[int]bool{},
+		recalls:    map[string]int{},
 	}
 	res := &OpenResult{IndexPath: ss.index.Path(), Warnings: conf.Warnings, Config: conf.Values}
 	var entries []engine.Entry
@@ -220,6 +225,9 @@ func parseTurn(params []byte) (TurnParams, error) {
 	for _, m := range ms {
 		switch m.Key {
 		case "append":
+			if rawjson.IsNull(m.Value) {
+				continue
+			}
 			els, err := rawjson.Array(m.Value)
 			if err != nil {
 				return p, fmt.Errorf("append: %w", err)

@@ -3,8 +3,10 @@ package service
 import (
 	"context"
 
-	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/rawjson"
 )
+
+func marshalString(s string) ([]byte, error) { return rawjson.Quote(nil, s), nil }
 
 // UnfoldParams name the codes to release.
 type UnfoldParams struct {
@@ -27,7 +29,7 @@ type RecallParams struct {
 	Search string   `json:"search,omitempty"`
 	// Entries are Pi's session entries as JSON lines, sent only when the
 	// session has no file (--no-session).
-	Entries []byte `json:"entries,omitempty"`
+	Entries string `json:"entries,omitempty"`
 }
 
 func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, error) {
@@ -39,7 +41,5 @@ func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, erro
 	if err != nil {
 		return &ToolResult{Text: "unfold failed: " + err.Error(), IsError: true}, nil
 	}
-	return renderUnfold(p.Codes, res), nil
+	return renderUnfold(ss, p.Codes, res), nil
 }
-
-var _ = engine.Released

@@ -1,0 +1,16 @@
+//go:build !unix
+
+package e2e
+
+import "os/exec"
+
+// ownProcessGroup is a no-op where process groups are not available.
+func ownProcessGroup(cmd *exec.Cmd) {}
+
+// killGroup kills the started process itself.
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return cmd.Process.Kill()
+}

@@ -1,0 +1,362 @@
+package recall
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+const (
+	emoji   = "😀" // two UTF-16 units
+	clipTag = " chars — grep=<term> targets content inside it]"
+)
+
+func rep(s string, n int) string { return strings.Repeat(s, n) }
+
+// numbered returns lines first..last, each "<n>: " + body(n).
+func numbered(first, last int, body func(int) string) string {
+	var s []string
+	for i := first; i <= last; i++ {
+		s = append(s, fmt.Sprintf("%d: %s", i, body(i)))
+	}
+	return strings.Join(s, "\n")
+}
+
+func joinLines(n int, line func(int) string) string {
+	var s []string
+	for i := 1; i <= n; i++ {
+		s = append(s, line(i))
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestClipLine(t *testing.T) {
+	alpha := "abcdefghijklmnopqrst"
+	// A pair at units 10-11 between runs of ASCII.
+	pair := rep("x", 10) + emoji + rep("y", 10)
+	for _, tc := range []struct {
+		line          string
+		limit, around int
+		want          string
+	}{
+		{"short", 10, -1, "short"},
+		{"", 0, -1, ""},
+		{alpha, 20, 19, alpha},
+		{alpha, 5, -1, "abcde…[line clipped: 20" + clipTag},
+		{alpha, 10, 5, "abcdefghij…[line clipped: 20" + clipTag},      // anchor in the first half: head
+		{alpha, 10, 6, "[…chars 2-11 of 20…] bcdefghijk…"},            // just past it: a window
+		{alpha, 10, 12, "[…chars 8-17 of 20…] hijklmnopq…"},           // centred
+		{alpha, 10, 19, "[…chars 11-20 of 20…] klmnopqrst…"},          // held inside the line
+		{alpha, 10, 500, "[…chars 11-20 of 20…] klmnopqrst…"},         // anchor past the end
+		{alpha, 0, -1, "…[line clipped: 20" + clipTag},                // no budget
+		{alpha, -3, 4, "…[line clipped: 20" + clipTag},                // negative budget is none
+		{"ab" + emoji + "cd", 3, -1, "ab…[line clipped: 6" + clipTag}, // head cut would split the pair: dropped whole
+		{"ab" + emoji + "cd", 4, -1, "ab" + emoji + "…[line clipped: 6" + clipTag},
+		{pair, 6, 14, "[…chars 13-18 of 22…] yyyyyy…"}, // window start inside the pair: moves past it
+		{pair, 3, 9, "[…chars 9-10 of 22…] xx…"},       // window end inside the pair: drops it
+		{pair, 4, 11, "[…chars 10-13 of 22…] x" + emoji + "y…"},
+		{"a\xed\xa0\x80" + rep("b", 10), 4, -1, "a\xed\xa0\x80bb…[line clipped: 12" + clipTag}, // a lone surrogate in the input is one unit, kept
+	} {
+		if got := ClipLine(tc.line, tc.limit, tc.around); got != tc.want {
+			t.Errorf("ClipLine(%q, %d, %d)\n got %q\nwant %q", tc.line, tc.limit, tc.around, got, tc.want)
+		}
+	}
+}
+
+func TestWhole(t *testing.T) {
+	long := rep("x", 40000)
+	hundred := joinLines(100, func(int) string { return rep("x", 100) })
+	astral := "a" + rep(emoji, 5000) // 10001 units: the 7200-unit cut falls inside a pair
+	for _, tc := range []struct {
+		name, text, want, note string
+	}{
+		{"under the cap", "a\nb", "a\nb", ""},
+		{"empty", "", "", ""},
+		{"exactly the cap", rep("x", 8000), rep("x", 8000), ""},
+		{"a line under the cap rides whole", rep("x", 7999) + "\n", rep("x", 7999) + "\n", ""},
+		{"over the cap", hundred, joinLines(76, func(int) string { return rep("x", 100) }),
+			"result is ~2525 tok; showing lines 1-76 of 100 (~2000 tok cap) — use lines=<a-b> or grep=<term> for the rest"},
+		{"one 40 KB line is clipped", long, rep("x", 7200) + "…[line clipped: 40000" + clipTag,
+			"result is ~10000 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
+		{"a long line after the cap still marks the read", rep("x", 7000) + "\n" + long + "\n" + long, rep("x", 7000),
+			"result is ~21751 tok; showing lines 1-1 of 3 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
+		{"a clip never splits a pair", astral, "a" + rep(emoji, 3599) + "…[line clipped: 10001" + clipTag,
+			"result is ~2501 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note := Whole(tc.text)
+			if got != tc.want || note != tc.note {
+				t.Errorf("Whole:\n got %.200q\nnote %q\nwant %.200q\nnote %q", got, note, tc.want, tc.note)
+			}
+			if !utf8.ValidString(got) {
+				t.Error("invalid UTF-8 (a lone surrogate) in the output")
+			}
+		})
+	}
+}
+
+func TestLines(t *testing.T) {
+	five := "l1\nl2\nl3\nl4\nl5"
+	thousand := joinLines(1000, func(int) string { return rep("x", 40) })
+	long := "a\n" + rep("x", 40000) + "\nc"
+	for _, tc := range []struct {
+		text, spec, source, want, note string
+	}{
+		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
+		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
+		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (ledger)"}, // JavaScript's \s
+		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (ledger)"},
+		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (ledger)"},           // clamped up
+		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
+		{five, "7-9", SourceLedger, "", "empty range 7-5 (ledger has 5 lines)"},
+		{five, "3-2", SourceLive, "", "empty range 3-2 (live block has 5 lines)"},
+		{five, "0-0", SourceLedger, "", "empty range 1-0 (ledger has 5 lines)"},
+		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (ledger has 5 lines)"},
+		{"", "1-1", SourceLedger, "1: ", "lines 1-1 of 1 (ledger)"},
+		{"a\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (ledger)"},
+		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
+			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
+		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag,
+			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — narrow the range or grep"},
+		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
+			"lines 1-3 of 1-3 requested (ledger, ~2000 tok cap, long line clipped) — narrow the range or grep"},
+	} {
+		got, note := Lines(tc.text, tc.spec, tc.source)
+		if got != tc.want || note != tc.note {
+			t.Errorf("Lines(%.20q, %q):\n got %.200q\nnote %q\nwant %.200q\nnote %q", tc.text, tc.spec, got, note, tc.want, tc.note)
+		}
+	}
+	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "١-٢", "1-2x", "0x1-2"} {
+		got, note := Lines(five, spec, SourceLedger)
+		want := `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
+		if got != "" || note != want {
+			t.Errorf("Lines(%q) = %q, %q", spec, got, note)
+		}
+	}
+}
+
+func TestGrep(t *testing.T) {
+	text := "alpha\nBeta error\ngamma\nERROR: boom\ndelta"
+	many := joinLines(200, func(int) string { return "error " + rep("x", 60) })
+	needle := rep("a", 1000) + "NEEDLE" + rep("b", 1000)
+	for _, tc := range []struct {
+		text, term, source, want, note string
+	}{
+		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (ledger)`},
+		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (ledger)`},
+		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched ledger, 5 lines)`},
+		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 lines)`},
+		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (ledger)`},
+		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (ledger)`},
+		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
+			`26 of 200 matches for "ERROR" (full output) — narrow your query or use lines=<a-b>`},
+		{"x\n" + needle, "needle", SourceLive, "2: […chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
+			`1 match for "needle" (live block)`},
+		// Astral characters before the match count two units each…
+		{rep(emoji, 200) + "key" + rep("z", 300), "KEY", SourceLedger,
+			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (ledger)`},
+		// …and a window that would start inside one starts after it.
+		{"a" + rep(emoji, 200) + "xkey" + rep("z", 300), "key", SourceLedger,
+			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (ledger)`},
+		// A match at the head of a long line keeps the head.
+		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (ledger)`},
+	} {
+		got, note := Grep(tc.text, tc.term, tc.source)
+		if got != tc.want || note != tc.note {
+			t.Errorf("Grep(%.30q, %q):\n got %.300q\nnote %q\nwant %.300q\nnote %q", tc.text, tc.term, got, note, tc.want, tc.note)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("Grep(%.30q, %q): invalid UTF-8 in the output", tc.text, tc.term)
+		}
+	}
+}
+
+func TestSlice(t *testing.T) {
+	text := "one\ntwo error\nthree"
+	for _, tc := range []struct {
+		o          Options
+		want, note string
+		partial    bool
+	}{
+		{Options{}, text, "", false},
+		{Options{Grep: "error"}, "2: two error", `1 match for "error" (ledger)`, true},
+		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (ledger)", true},
+		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (ledger)", true}, // lines wins
+	} {
+		got, note := Slice(text, tc.o, SourceLedger)
+		if got != tc.want || note != tc.note || tc.o.Partial() != tc.partial {
+			t.Errorf("Slice(%+v) = %q, %q", tc.o, got, note)
+		}
+	}
+}
+
+func TestSearch(t *testing.T) {
+	blocks := []Block{
+		{Code: "aaaaaa", Label: LiveLabel("tool_result", "bash", 2, 0), Text: "ok\nerror: one\nfine"},
+		{Code: "bbbbbb", Label: CompactedLabel("bash"), Note: Verified, Text: "nothing"},
+		{Code: "cccccc", Label: LiveLabel("tool_result", "read", 5, 1), Note: Fallback(WhyMismatch("cccccc")), Text: "ERROR two\nerror three"},
+	}
+	hits, truncated, note := Search(blocks, "error")
+	if truncated || note != "3 matching lines across 2 of 3 folded blocks" || len(hits) != 2 {
+		t.Fatalf("Search = %v %q %d", truncated, note, len(hits))
+	}
+	want := `search "error" — 3 matching lines across 2 of 3 folded blocks
+
+=== aaaaaa (tool_result bash · turn 2) ===
+2: error: one
+
+=== cccccc (tool_result read · turn 5 (+1)) — ledger content for #cccccc failed the fold-time sha256 check — served from live history ===
+1: ERROR two
+2: error three`
+	if got := RenderSearch("error", hits, note); got != want {
+		t.Errorf("RenderSearch:\n%s\nwant\n%s", got, want)
+	}
+
+	hits, _, note = Search(blocks, "NOTHING")
+	if got := RenderSearch("NOTHING", hits, note); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
+
+=== bbbbbb (bash · ledger (compacted out of view)) — sha256 verified ===
+1: nothing` {
+		t.Errorf("one hit:\n%s", got)
+	}
+	hits, _, note = Search(blocks, "zzz")
+	if got := RenderSearch("zzz", hits, note); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
+		t.Errorf("no hit: %s", got)
+	}
+	if _, _, note := Search(nil, "x"); note != "0 matching lines across 0 of 0 folded blocks" {
+		t.Errorf("no blocks: %s", note)
+	}
+
+	// One cap across every block: 19 tokens a hit line, 52 fit in 1000.
+	thirty := joinLines(30, func(int) string { return "error " + rep("x", 60) })
+	var many []Block
+	for _, c := range []string{"b1", "b2", "b3"} {
+		many = append(many, Block{Code: c, Label: "l", Text: thirty})
+	}
+	hits, truncated, note = Search(many, "error")
+	if !truncated || note != "capped at ~1000 tok — narrow the term, or follow up with recall_folded {code} lines=<a-b>" ||
+		len(hits) != 2 || len(hits[0].Lines) != 30 || len(hits[1].Lines) != 22 || hits[1].Lines[21] != "22: error "+rep("x", 60) {
+		t.Errorf("capped: %v %q %d", truncated, note, len(hits))
+	}
+
+	// A hit deep inside a 40 KB line is a centred window.
+	hits, _, _ = Search([]Block{{Code: "d", Label: "l", Text: rep("q", 20000) + "needle" + rep("q", 20000)}}, "NEEDLE")
+	if got := hits[0].Lines[0]; got != "1: […chars 19841-20160 of 40006…] "+rep("q", 160)+"needle"+rep("q", 154)+"…" {
+		t.Errorf("window: %.80q", got)
+	}
+}
+
+func TestLabelsAndRoutes(t *testing.T) {
+	// What each route says it served (EDGES 24).
+	_, slice := Lines("a\nb", "1-2", SourceLedger)
+	for _, tc := range []struct{ got, want string }{
+		{LiveLabel("tool_result", "bash", 3, 0), "tool_result bash · turn 3"},
+		{LiveLabel("thinking", "", 1, 2), "thinking · turn 1 (+2)"},
+		{LedgerLabel("bash"), "bash · ledger"},
+		{CompactedLabel("read"), "read · ledger (compacted out of view)"},
+		{ParentLabel("bash"), "bash · parent session"},
+		// a verified ledger block
+		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (ledger)"},
+		// an unverified legacy record
+		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (ledger)"},
+		// a live block served because the ledger failed its check
+		{Notes(Fallback(WhyMismatch("abc123")), ""), "ledger content for #abc123 failed the fold-time sha256 check — served from live history"},
+		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session ledger — served from live history"},
+		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session ledger for #abc123 — served from live history"},
+		// a truncated view: the full output is gone
+		{Notes(Verified, FullOutputGone, "1 match for \"x\" (ledger)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (ledger)"},
+		{Unavailable(WhyMismatch("abc123")), "recall unavailable — ledger content for #abc123 failed the fold-time sha256 check"},
+		{Notes("", ""), ""},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got  %q\nwant %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestRenderRecall(t *testing.T) {
+	matches := []Match{
+		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (ledger)"), Text: "1: a\n2: b"},
+		{Code: "def456", Label: LiveLabel("tool_result", "bash", 3, 0), Text: "hello"},
+	}
+	failures := []Failure{{Code: "ghi789", Message: Unavailable(WhyNotFound("ghi789"))}}
+	missing := []string{"{#zzzzzz FOLDED}"}
+	want := `✓ abc123 — bash · ledger · sha256 verified · lines 1-2 of 9 (ledger)
+✓ def456 — tool_result bash · turn 3
+⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger
+✗ {#zzzzzz FOLDED} — no folded block with that code
+
+=== abc123 (bash · ledger) — sha256 verified · lines 1-2 of 9 (ledger) ===
+1: a
+2: b
+
+=== def456 (tool_result bash · turn 3) ===
+hello`
+	if got := RenderRecall(matches, failures, missing); got != want {
+		t.Errorf("RenderRecall:\n%s\nwant\n%s", got, want)
+	}
+	if got := RenderRecall(nil, failures, missing); got != "⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger\n✗ {#zzzzzz FOLDED} — no folded block with that code" {
+		t.Errorf("no match: %s", got)
+	}
+	if got := RenderRecall(nil, nil, nil); got != NoCodes {
+		t.Errorf("nothing: %s", got)
+	}
+	if NoCodesRecall != "No codes provided (pass codes, or search=<term> to sweep all folded blocks)." {
+		t.Error(NoCodesRecall)
+	}
+}
+
+func TestRenderUnfold(t *testing.T) {
+	for _, tc := range []struct {
+		u    Unfold
+		want string
+	}{
+		{Unfold{
+			Expanded:  []Match{{Code: "abc123", Label: "tool_result bash · turn 3", Text: "ignored"}, {Code: "bcd234", Label: "thinking · turn 1"}},
+			Already:   []string{"def456"},
+			Missing:   []string{"#nope"},
+			Compacted: []string{"{#ghi789 FOLDED}"},
+		}, `✓ abc123 — tool_result bash · turn 3
+✓ bcd234 — thinking · turn 1
+• def456 — already unfolded; its full content is in your context
+✗ #nope — no folded block with that code
+⚠ {#ghi789 FOLDED} — compacted out of live history; nothing to re-expand. Use recall_folded {#ghi789 FOLDED} (grep=<term> / lines=<a-b>) to read it.
+
+Expanded 2 block(s); full content returns on your next turn.`},
+		{Unfold{Already: []string{"def456"}}, "• def456 — already unfolded; its full content is in your context"},
+		{Unfold{Compacted: []string{"ghi789"}}, "⚠ ghi789 — compacted out of live history; nothing to re-expand. Use recall_folded ghi789 (grep=<term> / lines=<a-b>) to read it."},
+		{Unfold{Missing: []string{"x"}}, "✗ x — no folded block with that code"},
+		{Unfold{}, "No codes provided."},
+	} {
+		if got := RenderUnfold(tc.u); got != tc.want {
+			t.Errorf("RenderUnfold:\n%s\nwant\n%s", got, tc.want)
+		}
+	}
+}
+
+// TestFinderOffsets pins the UTF-16 offsets the grep window centres on.
+func TestFinderOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		line, term string
+		want       int
+	}{
+		{"abc", "B", 1},
+		{"abc", "", 0},
+		{"abc", "x", -1},
+		{emoji + "Key", "key", 2},
+		{"é" + emoji + "Ω", "ω", 3},
+		{"\xed\xa0\x80x", "X", 1}, // a lone surrogate is one unit
+		{"\xffA", "a", 1},         // an invalid byte is one unit
+		{"ȺA", "ⱥa", 0},           // lower case longer in UTF-8, same in UTF-16
+	} {
+		if got := newFinder(tc.term).index(tc.line); got != tc.want {
+			t.Errorf("index(%q, %q) = %d, want %d", tc.line, tc.term, got, tc.want)
+		}
+	}
+	if n := tokens.Units("ȺA"); n != 2 {
+		t.Fatal(n)
+	}
+}

@@ -1,0 +1,206 @@
+package recall
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Labels name what block was served; notes say how far to trust it. A
+// served block's note is Notes(route note, slice note), where the route note
+// is one of:
+//
+//	Verified           the ledger text matched the fold-time sha256
+//	Legacy             a legacy record without a fold-time sha256: unverified
+//	Fallback(why)      the ledger could not serve (why) and the live block did
+//	FullOutputGone     (with the ledger note) the tool's full-output file is
+//	                   gone; a grep or line range saw the truncated result
+//
+// so no route serves text without saying which it is (EDGES 24).
+
+// LedgerLabel labels a block read from the session ledger. tool is the tool
+// name, or the block kind when there is none.
+func LedgerLabel(tool string) string { return tool + " · ledger" }
+
+// CompactedLabel labels, in a search, a ledger block that left live history.
+func CompactedLabel(tool string) string { return tool + " · ledger (compacted out of view)" }
+
+// ParentLabel labels a block read from the session this one was handed off
+// from.
+func ParentLabel(tool string) string { return tool + " · " + SourceParent }
+
+// LiveLabel labels a block read from live history: its kind, tool, turn,
+// and how many more blocks share its code.
+func LiveLabel(kind, toolName string, turn, more int) string {
+	s := kind
+	if toolName != "" {
+		s += " " + toolName
+	}
+	s += " · turn " + strconv.Itoa(turn)
+	if more > 0 {
+		s += " (+" + strconv.Itoa(more) + ")"
+	}
+	return s
+}
+
+// Route notes.
+const (
+	// Verified marks text whose sha256 is the fold-time sha256. The
+	// TypeScript says nothing for a verified block; naming it lets the model
+	// tell it from the warnings.
+	Verified = "sha256 verified"
+	// Legacy marks a block served for a record that has no fold-time sha256.
+	Legacy = "unverified (legacy record without a fold-time sha256)"
+	// FullOutputGone marks a grep or line range that wanted the tool's
+	// full-output file and got the truncated result the message kept.
+	FullOutputGone = "full output file unreadable — searched the truncated result"
+)
+
+// WhyMismatch says the ledger holds the block but not the folded bytes.
+func WhyMismatch(code string) string {
+	return "ledger content for #" + code + " failed the fold-time sha256 check"
+}
+
+// WhyNotFound says the ledger has no block for the code.
+func WhyNotFound(code string) string {
+	return "block for #" + code + " was not found in the session ledger"
+}
+
+// WhyNoLedger says there is no ledger to read (no session file, or it could
+// not be read).
+func WhyNoLedger(code string) string {
+	return "no readable session ledger for #" + code
+}
+
+// Fallback is the route note of a live block served because the ledger
+// could not serve it.
+func Fallback(why string) string { return why + " — served from live history" }
+
+// Unavailable is the Failure message when nothing can serve a code.
+func Unavailable(why string) string { return "recall unavailable — " + why }
+
+// Notes joins the non-empty notes with " · ".
+func Notes(notes ...string) string {
+	var kept []string
+	for _, n := range notes {
+		if n != "" {
+			kept = append(kept, n)
+		}
+	}
+	return strings.Join(kept, " · ")
+}
+
+// Match is one served code: its label, its note (route and slice notes
+// joined) and the text served.
+type Match struct {
+	Code, Label, Note string
+	Text              string
+}
+
+// Failure is a code that is folded but that no route could serve.
+type Failure struct {
+	Code, Message string
+}
+
+// The answers to a call without codes.
+const (
+	NoCodes       = "No codes provided."
+	NoCodesRecall = "No codes provided (pass codes, or search=<term> to sweep all folded blocks)."
+)
+
+// summary renders the one-line-per-code header: served, failed, missing.
+// A missing code is echoed as the caller typed it.
+func summary(matches []Match, failures []Failure, missing []string) []string {
+	var lines []string
+	for _, m := range matches {
+		lines = append(lines, "✓ "+m.Code+" — "+m.Label+withSep(" · ", m.Note))
+	}
+	for _, f := range failures {
+		lines = append(lines, "⚠ "+f.Code+" — "+f.Message)
+	}
+	for _, raw := range missing {
+		lines = append(lines, "✗ "+raw+" — no folded block with that code")
+	}
+	return lines
+}
+
+func withSep(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}
+
+// RenderRecall renders recall_folded's answer for codes: the header (one
+// line per match, failure and missing code, in that order), then each
+// match's body. With no match it is the header alone, or NoCodes.
+func RenderRecall(matches []Match, failures []Failure, missing []string) string {
+	header := strings.Join(summary(matches, failures, missing), "\n")
+	if len(matches) == 0 {
+		if header == "" {
+			return NoCodes
+		}
+		return header
+	}
+	var sb strings.Builder
+	sb.WriteString(header)
+	for _, m := range matches {
+		// A blank line after the header, and between bodies.
+		sb.WriteString("\n\n=== " + m.Code + " (" + m.Label + ")" + withSep(" — ", m.Note) + " ===\n")
+		sb.WriteString(m.Text)
+	}
+	return sb.String()
+}
+
+// RenderSearch renders recall_folded's answer to search=<term>: the note,
+// then each block's hits under a "=== code (label) ===" line. A hit with a
+// note (a route warning) carries it in that line, as a recall body does; the
+// TypeScript search printed none, and served unverified text silently.
+func RenderSearch(term string, hits []Hit, note string) string {
+	if len(hits) == 0 {
+		return `search "` + term + `" — no matching lines in any folded block (` + note + ")"
+	}
+	var sb strings.Builder
+	sb.WriteString(`search "` + term + `" — ` + note)
+	for _, h := range hits {
+		sb.WriteString("\n\n=== " + h.Code + " (" + h.Label + ")" + withSep(" — ", h.Note) + " ===\n")
+		sb.WriteString(strings.Join(h.Lines, "\n"))
+	}
+	return sb.String()
+}
+
+// Unfold is the outcome of an unfold call.
+type Unfold struct {
+	// Expanded are the codes released now (Code, Label and an optional
+	// Note; Text is not rendered).
+	Expanded []Match
+	// Already are codes that were unfolded before: nothing to do (EDGES 25).
+	Already []string
+	// Missing are inputs naming no folded block, as typed.
+	Missing []string
+	// Compacted are inputs naming a folded block that left live history at
+	// compaction, as typed: nothing to re-expand, recall still reads it
+	// (EDGES 13).
+	Compacted []string
+}
+
+// RenderUnfold renders unfold's answer: a header line per code (expanded,
+// already unfolded, missing, compacted), then, when anything was expanded,
+// how many and when they return.
+func RenderUnfold(u Unfold) string {
+	lines := summary(u.Expanded, nil, nil)
+	for _, c := range u.Already {
+		lines = append(lines, "• "+c+" — already unfolded; its full content is in your context")
+	}
+	lines = append(lines, summary(nil, nil, u.Missing)...)
+	for _, c := range u.Compacted {
+		lines = append(lines, "⚠ "+c+" — compacted out of live history; nothing to re-expand. Use recall_folded "+c+" (grep=<term> / lines=<a-b>) to read it.")
+	}
+	header := strings.Join(lines, "\n")
+	if len(u.Expanded) > 0 {
+		return header + "\n\nExpanded " + strconv.Itoa(len(u.Expanded)) + " block(s); full content returns on your next turn."
+	}
+	if header == "" {
+		return NoCodes
+	}
+	return header
+}

@@ -1,0 +1,237 @@
+package service
+
+import (
+	"errors"
+	"os"
+
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/ledger"
+	"github.com/contextfold/contextfold/internal/recall"
+	"github.com/contextfold/contextfold/internal/registry"
+)
+
+// RecallDetails are recall_folded's structured details for Pi.
+type RecallDetails struct {
+	Recalled []string `json:"recalled"`
+	Missing  []string `json:"missing"`
+	Errors   []string `json:"errors"`
+	Searched string   `json:"searched,omitempty"`
+	Hits     []string `json:"hits,omitempty"`
+}
+
+// ledgerFor returns the session's ledger, read from the session file (and
+// refreshed with what Pi appended since), or parsed from the entries the
+// adapter sent for a session without a file.
+func (s *Service) ledgerFor(ss *session, entries []byte) (*ledger.Ledger, error) {
+	if ss.file != "" {
+		if ss.led != nil {
+			_, err := ss.led.Refresh(ss.file)
+			if err == nil {
+				return ss.led, nil
+			}
+			if !errors.Is(err, ledger.ErrRewritten) {
+				return nil, err
+			}
+		}
+		led, err := ledger.ReadFile(ss.file)
+		if err != nil {
+			return nil, err
+		}
+		ss.led = led
+		return led, nil
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("no session file and no entries")
+	}
+	head := `{"type":"session","version":3,"id":` + string(quote(ss.id)) + "}\n"
+	return ledger.Parse(append([]byte(head), entries...))
+}
+
+func quote(s string) []byte {
+	b, _ := marshalString(s)
+	return b
+}
+
+// source is one route's answer for a folded record: text, label, notes.
+type source struct {
+	text, label, note, fullOutput string
+	ok, live                      bool
+	why                           string
+}
+
+// locate finds a folded record's exact bytes: the ledger (sha256-verified),
+// else the live block with a warning, else an explanation (EDGES 24: every
+// route says what it served).
+func (s *Service) locate(ss *session, led *ledger.Ledger, ledErr error, rec *registry.Record) source {
+	tool := rec.Tool
+	if tool == "" {
+		tool = rec.Kind
+	}
+	var why string
+	if led != nil {
+		f, err := led.Locate(rec.ID, rec.SHA256)
+		switch {
+		case err == nil:
+			note := recall.Verified
+			if rec.SHA256 == "" {
+				note = recall.Legacy
+			}
+			return source{text: f.Text, label: recall.LedgerLabel(tool), note: note, fullOutput: f.FullOutputPath, ok: true}
+		case errors.Is(err, ledger.ErrSHAMismatch):
+			why = recall.WhyMismatch(rec.Code)
+		default:
+			why = recall.WhyNotFound(rec.Code)
+		}
+	} else {
+		why = recall.WhyNoLedger(rec.Code)
+		if ledErr != nil {
+			why += " (" + ledErr.Error() + ")"
+		}
+	}
+	if b, ok := ss.eng.Live(rec.ID); ok {
+		return source{text: b.Text, label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), note: recall.Fallback(why), fullOutput: b.FullOutputPath, ok: true, live: true}
+	}
+	return source{why: why}
+}
+
+func (s *Service) recall(p RecallParams) (*ToolResult, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
+	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}}
+	if p.Search != "" && len(p.Codes) == 0 {
+		return s.search(ss, led, ledErr, p.Search), nil
+	}
+	if len(p.Codes) == 0 {
+		return &ToolResult{Text: recall.NoCodesRecall, Details: det}, nil
+	}
+	opts := recall.Options{Lines: p.Lines, Grep: p.Grep}
+	if opts.Grep == "" {
+		opts.Grep = p.Search // codes plus search greps those codes
+	}
+	var matches []recall.Match
+	var failures []recall.Failure
+	for _, raw := range p.Codes {
+		code, ok := digest.ParseCode(raw)
+		var rec *registry.Record
+		if ok {
+			rec, ok = ss.eng.Registry().ByCode(code)
+		}
+		if !ok {
+			det.Missing = append(det.Missing, raw)
+			continue
+		}
+		ss.recalls[code]++
+		ss.recallCalls++
+		src := s.locate(ss, led, ledErr, rec)
+		if !src.ok {
+			failures = append(failures, recall.Failure{Code: code, Message: recall.Unavailable(src.why)})
+			det.Errors = append(det.Errors, code)
+			continue
+		}
+		text, sourceName, extra := src.text, recall.SourceLedger, ""
+		if src.live {
+			sourceName = recall.SourceLive
+		}
+		if opts.Partial() && src.fullOutput != "" {
+			if data, err := os.ReadFile(src.fullOutput); err == nil {
+				text, sourceName = string(data), recall.SourceFullOutput
+			} else {
+				extra = recall.FullOutputGone
+			}
+		}
+		out, note := recall.Slice(text, opts, sourceName)
+		matches = append(matches, recall.Match{Code: code, Label: src.label, Note: recall.Notes(src.note, extra, note), Text: out})
+		det.Recalled = append(det.Recalled, code)
+	}
+	return &ToolResult{Text: recall.RenderRecall(matches, failures, det.Missing), Details: det}, nil
+}
+
+// search sweeps every folded block: live ones from history, compacted ones
+// from the ledger (verified; a block that fails its check is skipped).
+func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term string) *ToolResult {
+	ss.recallCalls++
+	var blocks []recall.Block
+	seen := map[string]bool{}
+	for _, b := range ss.eng.Transcript().Blocks() {
+		if !ss.eng.Frozen(b.ID) || seen[b.ID] {
+			continue
+		}
+		seen[b.ID] = true
+		rec, _ := ss.eng.Registry().Get(b.ID)
+		note := ""
+		if rec != nil && rec.SHA256 != "" && registry.Sum(b.Text) != rec.SHA256 {
+			note = "live text differs from the folded bytes"
+		}
+		blocks = append(blocks, recall.Block{Code: digest.Code(b.ID), Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text})
+	}
+	for _, rec := range ss.eng.Registry().All() {
+		if seen[rec.ID] || ss.eng.Unfolded(rec.ID) || led == nil {
+			continue
+		}
+		if _, live := ss.eng.Live(rec.ID); live {
+			continue
+		}
+		f, err := led.Locate(rec.ID, rec.SHA256)
+		if err != nil {
+			continue
+		}
+		tool := rec.Tool
+		if tool == "" {
+			tool = rec.Kind
+		}
+		note := ""
+		if rec.SHA256 == "" {
+			note = recall.Legacy
+		}
+		blocks = append(blocks, recall.Block{Code: rec.Code, Label: recall.CompactedLabel(tool), Note: note, Text: f.Text})
+	}
+	hits, _, note := recall.Search(blocks, term)
+	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}, Searched: term, Hits: []string{}}
+	for _, h := range hits {
+		det.Hits = append(det.Hits, h.Code)
+	}
+	_ = ledErr
+	return &ToolResult{Text: recall.RenderSearch(term, hits, note), Details: det}
+}
+
+// UnfoldDetails are unfold's structured details.
+type UnfoldDetails struct {
+	Unfolded  []string `json:"unfolded"`
+	Already   []string `json:"already"`
+	Missing   []string `json:"missing"`
+	Compacted []string `json:"compacted"`
+}
+
+func renderUnfold(ss *session, raw []string, res []engine.UnfoldResult) *ToolResult {
+	var u recall.Unfold
+	det := UnfoldDetails{Unfolded: []string{}, Already: []string{}, Missing: []string{}, Compacted: []string{}}
+	for i, r := range res {
+		in := r.Code
+		if i < len(raw) {
+			in = raw[i]
+		}
+		switch r.Status {
+		case engine.Released:
+			label := r.ID
+			if b, ok := ss.eng.Live(r.ID); ok {
+				label = recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0)
+			}
+			u.Expanded = append(u.Expanded, recall.Match{Code: r.Code, Label: label})
+			det.Unfolded = append(det.Unfolded, r.Code)
+		case engine.Already:
+			u.Already = append(u.Already, r.Code)
+			det.Already = append(det.Already, r.Code)
+		case engine.Compacted:
+			u.Compacted = append(u.Compacted, in)
+			det.Compacted = append(det.Compacted, in)
+		default:
+			u.Missing = append(u.Missing, in)
+			det.Missing = append(det.Missing, in)
+		}
+	}
+	return &ToolResult{Text: recall.RenderUnfold(u), Details: det}
+}

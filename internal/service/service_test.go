@@ -1,0 +1,251 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/indexfile"
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// adapter is a test stand-in for the Pi adapter: it answers persist.
+type adapter struct {
+	mu      sync.Mutex
+	fail    bool
+	entries []json.RawMessage
+}
+
+func (a *adapter) Handle(_ context.Context, method string, params json.RawMessage) (any, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if method != "persist" {
+		return nil, fmt.Errorf("unexpected %s", method)
+	}
+	if a.fail {
+		return false, nil
+	}
+	var p struct{ Data json.RawMessage }
+	json.Unmarshal(params, &p)
+	a.entries = append(a.entries, p.Data)
+	return true, nil
+}
+
+// start connects a Service to a test adapter over pipes.
+func start(t *testing.T) (*protocol.Conn, *adapter) {
+	t.Helper()
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	server := protocol.NewConn(sw)
+	client := protocol.NewConn(cw)
+	ad := &adapter{}
+	svc := New(server, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go server.Serve(ctx, sr, svc)
+	go client.Serve(ctx, cr, ad)
+	t.Cleanup(func() { cw.Close(); sw.Close(); cancel() })
+	return client, ad
+}
+
+func call(t *testing.T, c *protocol.Conn, method string, params, out any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Call(ctx, method, params, out)
+}
+
+// messages is a session of n tool calls whose outputs hold an ERROR line.
+func messages(n int, outputPath string) []json.RawMessage {
+	out := []json.RawMessage{json.RawMessage(`{"role":"user","content":[{"type":"text","text":"go"}],"timestamp":1}`)}
+	for i := 0; i < n; i++ {
+		out = append(out, json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":[{"type":"toolCall","id":"c%d","name":"bash","arguments":{"command":"run %d"}}],"responseId":"r%d","timestamp":%d}`, i, i, i, 10+2*i)))
+		var lines []string
+		for k := 0; k < 150; k++ {
+			if k == 75 {
+				lines = append(lines, fmt.Sprintf("ERROR: step %d failed", i))
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("c%d line %d: the quick brown fox", i, k))
+		}
+		details := ""
+		if outputPath != "" && i == 0 {
+			details = `,"details":{"fullOutputPath":` + rawjson.QuoteString(outputPath) + `}`
+		}
+		out = append(out, json.RawMessage(fmt.Sprintf(`{"role":"toolResult","toolCallId":"c%d","toolName":"bash","content":[{"type":"text","text":%s}]%s,"isError":false,"timestamp":%d}`,
+			i, rawjson.QuoteString(strings.Join(lines, "\n")), details, 11+2*i)))
+	}
+	return out
+}
+
+// sessionFile writes msgs as a Pi v3 session file.
+func sessionFile(t *testing.T, dir string, msgs []json.RawMessage) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
+	parent := "null"
+	for i, m := range msgs {
+		id := fmt.Sprintf("e%07d", i)
+		fmt.Fprintf(&b, `{"type":"message","id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z","message":%s}`+"\n", id, parent, m)
+		parent = `"` + id + `"`
+	}
+	p := filepath.Join(dir, "session.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type turnOut struct {
+	Len        int
+	Placements *[][4]int
+	Event      *EventSummary
+	Rejected   string
+}
+
+func turn(t *testing.T, c *protocol.Conn, keep int, msgs []json.RawMessage, window int) turnOut {
+	t.Helper()
+	var out turnOut
+	if err := call(t, c, "turn", map[string]any{"keep": keep, "append": msgs, "window": window}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPersistFailureRejectsTheWholeEvent(t *testing.T) {
+	c, ad := start(t)
+	dir := t.TempDir()
+	if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ad.fail = true
+	out := turn(t, c, 0, messages(30, ""), 16_000)
+	if out.Rejected == "" || out.Event != nil || (out.Placements != nil && len(*out.Placements) != 0) {
+		t.Fatalf("want a rejected event and no placements: %+v", out)
+	}
+	rs, floor, _ := indexfile.Open(indexfile.Dir(dir, "s1")).Read()
+	if len(rs) != 0 || floor != 1 {
+		t.Fatalf("the rejected event's index record must be voided: %d records, floor %d", len(rs), floor)
+	}
+	if len(ad.entries) != 0 {
+		t.Fatal("a rejected event left a session entry")
+	}
+	ad.fail = false
+	out = turn(t, c, 31*2-1, nil, 16_000)
+	if out.Event == nil || len(ad.entries) != 1 || out.Event.Seq != 2 {
+		t.Fatalf("the next request should commit, with a fresh seq: %+v", out)
+	}
+}
+
+func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
+	c, _ := start(t)
+	dir := t.TempDir()
+	full := filepath.Join(dir, "pi-bash-full.log")
+	os.WriteFile(full, []byte("full line 1\nfull ERROR hidden in the full output\nfull line 3\n"), 0o600)
+	msgs := messages(30, full)
+	file := sessionFile(t, dir, msgs)
+	if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir, SessionFile: file}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := turn(t, c, 0, msgs, 16_000); out.Event == nil {
+		t.Fatal("no fold")
+	}
+	code := digest.Code("r:c0")
+	var res ToolResult
+	call(t, c, "recall", RecallParams{Codes: []string{"{#" + code + " FOLDED}"}}, &res)
+	if !strings.Contains(res.Text, "✓ "+code+" — bash · ledger · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
+		t.Fatalf("verified recall:\n%.400s", res.Text)
+	}
+	// grep prefers the tool's full-output file...
+	call(t, c, "recall", RecallParams{Codes: []string{code}, Grep: "hidden"}, &res)
+	if !strings.Contains(res.Text, "2: full ERROR hidden in the full output") || !strings.Contains(res.Text, "full output") {
+		t.Fatalf("grep over the full output:\n%s", res.Text)
+	}
+	// ...and falls back to the ledger, saying so, when it is gone.
+	os.Remove(full)
+	call(t, c, "recall", RecallParams{Codes: []string{code}, Grep: "ERROR"}, &res)
+	if !strings.Contains(res.Text, "full output file unreadable") || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
+		t.Fatalf("grep fallback:\n%s", res.Text)
+	}
+	// Never-folded and unknown codes are not served (EDGES 12).
+	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c29"), "zzzzzz"}}, &res)
+	if strings.Count(res.Text, "no folded block with that code") != 2 {
+		t.Fatalf("never-folded codes:\n%s", res.Text)
+	}
+	// A tampered ledger: the live block is served with a warning.
+	tampered := append([]json.RawMessage{}, msgs...)
+	tampered[2] = json.RawMessage(strings.Replace(string(msgs[2]), "step 0 failed", "step 0 passed after all", 1))
+	os.Remove(file)
+	sessionFile(t, dir, tampered)
+	call(t, c, "recall", RecallParams{Codes: []string{code}}, &res)
+	if !strings.Contains(res.Text, "failed the fold-time sha256 check — served from live history") || !strings.Contains(res.Text, "ERROR: step 0 failed") {
+		t.Fatalf("tampered ledger, live block:\n%.400s", res.Text)
+	}
+	// Once the block leaves live history too, recall reports the failure.
+	turn(t, c, 0, msgs[3:], 16_000)
+	call(t, c, "recall", RecallParams{Codes: []string{code}}, &res)
+	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — ledger content for #"+code+" failed the fold-time sha256 check") {
+		t.Fatalf("tampered ledger, block gone:\n%s", res.Text)
+	}
+	// search sweeps every folded block and groups hits by code.
+	call(t, c, "recall", RecallParams{Search: "step 3 failed"}, &res)
+	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")) {
+		t.Fatalf("search:\n%s", res.Text)
+	}
+}
+
+func TestRecallWithoutASessionFileUsesEntries(t *testing.T) {
+	c, _ := start(t)
+	msgs := messages(30, "")
+	if err := call(t, c, "open", OpenParams{SessionID: "s1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	turn(t, c, 0, msgs, 16_000)
+	var lines []string
+	for i, m := range msgs {
+		lines = append(lines, fmt.Sprintf(`{"type":"message","id":"e%d","parentId":null,"timestamp":"t","message":%s}`, i, m))
+	}
+	var res ToolResult
+	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c1")}, Entries: strings.Join(lines, "\n")}, &res)
+	if !strings.Contains(res.Text, "sha256 verified") {
+		t.Fatalf("no-session recall:\n%.300s", res.Text)
+	}
+}
+
+func TestUnfoldAndResync(t *testing.T) {
+	c, ad := start(t)
+	msgs := messages(30, "")
+	call(t, c, "open", OpenParams{SessionID: "s1"}, nil)
+	out := turn(t, c, 0, msgs, 16_000)
+	n := len(*out.Placements)
+	code := digest.Code("r:c0")
+	var res ToolResult
+	call(t, c, "unfold", UnfoldParams{Codes: []string{code, code, "#" + digest.Code("r:c29")}}, &res)
+	if !strings.Contains(res.Text, "✓ "+code) || !strings.Contains(res.Text, "• "+code+" — already unfolded") || !strings.Contains(res.Text, "✗ #") {
+		t.Fatalf("unfold:\n%s", res.Text)
+	}
+	if len(ad.entries) != 2 || !strings.Contains(string(ad.entries[1]), `"kind":"unfold"`) {
+		t.Fatalf("the unfold was not persisted: %s", ad.entries)
+	}
+	out = turn(t, c, len(msgs), nil, 16_000)
+	if out.Placements == nil || len(*out.Placements) != n-1 {
+		t.Fatalf("after unfold: %v placements, want %d", out.Placements, n-1)
+	}
+	// Divergence: the adapter resends from message 10; keep beyond the held
+	// length is refused.
+	if err := call(t, c, "turn", map[string]any{"keep": 999, "append": []int{}}, nil); err == nil {
+		t.Fatal("keep beyond the held messages accepted")
+	}
+	out = turn(t, c, 10, msgs[10:], 16_000)
+	if out.Len != len(msgs) {
+		t.Fatalf("resync length %d", out.Len)
+	}
+}

@@ -26,27 +26,37 @@ interface Pending {
 
 /** Encodes one frame: 4-byte little-endian length, then the JSON body. */
 export function encodeFrame(json: string): Buffer {
-	const body = Buffer.from(json, "utf8");
-	const out = Buffer.allocUnsafe(4 + body.length);
-	out.writeUInt32LE(body.length, 0);
-	body.copy(out, 4);
+	const n = Buffer.byteLength(json, "utf8");
+	const out = Buffer.allocUnsafe(4 + n);
+	out.writeUInt32LE(n, 0);
+	out.write(json, 4, "utf8");
 	return out;
 }
 
-/** Accumulates stdout chunks and yields complete frame bodies. */
+/**
+ * Accumulates stdout chunks and yields complete frame bodies. Chunks are
+ * joined only once a whole frame is present, so a multi-megabyte frame
+ * arriving in 64 KB pieces is copied once, not once per piece.
+ */
 export class FrameReader {
 	private chunks: Buffer[] = [];
 	private size = 0;
+	private need = 4; // bytes required before the next parse attempt
 
 	push(chunk: Buffer): string[] {
 		this.chunks.push(chunk);
 		this.size += chunk.length;
+		if (this.size < this.need) return [];
 		const out: string[] = [];
 		let buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
 		let off = 0;
+		this.need = 4;
 		while (buf.length - off >= 4) {
 			const n = buf.readUInt32LE(off);
-			if (buf.length - off - 4 < n) break;
+			if (buf.length - off - 4 < n) {
+				this.need = 4 + n;
+				break;
+			}
 			out.push(buf.toString("utf8", off + 4, off + 4 + n));
 			off += 4 + n;
 		}

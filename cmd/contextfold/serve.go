@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/contextfold/contextfold/internal/protocol"
@@ -23,6 +25,16 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if path := os.Getenv("CONTEXTFOLD_CPUPROFILE"); path != "" {
+		// Diagnostics: profile the engine process as the adapter drives it.
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	// The engine's heap is small and short-lived per request; collecting less
+	// often keeps GC pauses out of the request path.
+	debug.SetGCPercent(400)
 	conn := protocol.NewConn(stdout)
 	if err := conn.Notify("hello", service.Hello{Protocol: protocol.Version, Version: version}); err != nil {
 		fmt.Fprintln(stderr, "contextfold serve:", err)

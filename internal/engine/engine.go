@@ -146,6 +146,7 @@ type Engine struct {
 	reg      *registry.Registry
 	unfolded map[string]bool
 	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
+	prepared int             // blocks before this index have been offered to Prepare
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
 }
@@ -222,12 +223,18 @@ type Request struct {
 	Reported int
 	// Cold is set while the session never had a live cache read.
 	Cold bool
+	// KnownVersion, when HaveVersion is set, is the placement version the
+	// caller already holds: Step then leaves Result.Placements nil if the
+	// version did not change, sparing a steady-state request the list.
+	KnownVersion int
+	HaveVersion  bool
 }
 
 // Result is what one Step decided.
 type Result struct {
 	// Placements are every substitution to apply to this request, in message
-	// order: already-frozen folds plus this request's event, if any.
+	// order: already-frozen folds plus this request's event, if any. Nil when
+	// the caller already holds this version (Request.KnownVersion).
 	Placements []Placement
 	// Event is the fold event committed by this request, if any.
 	Event *Event
@@ -255,6 +262,7 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 		e.meta = e.meta[:n]
 		clear(e.view[n:])
 		e.view = e.view[:n]
+		e.prepared = min(e.prepared, n)
 		e.version++
 	}
 	for _, raw := range msgs {
@@ -308,7 +316,9 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 			}
 		}
 	}
-	res.Placements = e.placements(blocks)
+	if !req.HaveVersion || req.KnownVersion != e.version {
+		res.Placements = e.placements(blocks)
+	}
 	res.Version = e.version
 	return res
 }
@@ -362,6 +372,23 @@ func (e *Engine) frame(window int) (budget, tail int) {
 	}
 	tail = min(k.Tail, budget/2)
 	return budget, tail
+}
+
+// Prepare computes the digests (and seed-index facts) of up to max foldable
+// blocks that do not have them yet, oldest first, and reports whether any
+// remain. Calling it between requests moves that work out of the request
+// that first needs it (the first fold, or the first request after a resume).
+func (e *Engine) Prepare(max int) bool {
+	blocks := e.tr.Blocks()
+	for ; e.prepared < len(blocks) && max > 0; e.prepared++ {
+		b := &blocks[e.prepared]
+		if !b.Foldable() || !block.Durable(b.ID) || e.meta[e.prepared].done || e.meta[e.prepared].frozen != nil {
+			continue
+		}
+		e.ensureMeta(e.prepared)
+		max--
+	}
+	return e.prepared < len(blocks)
 }
 
 // ensureMeta computes a block's digest on first need.

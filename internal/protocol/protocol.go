@@ -95,6 +95,13 @@ type Handler interface {
 	Handle(ctx context.Context, method string, params json.RawMessage) (result any, err error)
 }
 
+// Idler is a Handler that has work to do between requests. Idle is called
+// only while no request is waiting, and must return quickly; it reports
+// whether more idle work remains.
+type Idler interface {
+	Idle() bool
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, method string, params json.RawMessage) (any, error)
 
@@ -190,9 +197,23 @@ func (c *Conn) Serve(ctx context.Context, r io.Reader, h Handler) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	work := make(chan *Frame, 64)
 	done := make(chan struct{})
+	idler, _ := h.(Idler)
 	go func() {
 		defer close(done)
-		for f := range work {
+		for {
+			var f *Frame
+			var ok bool
+			select {
+			case f, ok = <-work:
+			default:
+				if idler != nil && idler.Idle() {
+					continue // more idle work; check for requests first
+				}
+				f, ok = <-work
+			}
+			if !ok {
+				return
+			}
 			c.handle(ctx, h, f)
 		}
 	}()

@@ -17,129 +17,188 @@ import (
 // engine uses: structs with json tags (name, omitempty, "-"), embedded
 // structs, pointers, slices, arrays, maps with string keys (sorted),
 // strings, bools, integers, floats, json.RawMessage and json.Marshaler.
+// Encoders are built once per type and cached, as encoding/json does.
 func Marshal(v any) ([]byte, error) {
-	return appendValue(nil, reflect.ValueOf(v))
+	if v == nil {
+		return []byte("null"), nil
+	}
+	rv := reflect.ValueOf(v)
+	return encoderFor(rv.Type())(make([]byte, 0, 256), rv)
 }
+
+type encoder func(dst []byte, v reflect.Value) ([]byte, error)
 
 var (
 	marshalerType = reflect.TypeFor[json.Marshaler]()
 	rawType       = reflect.TypeFor[json.RawMessage]()
+	encoders      sync.Map // reflect.Type → encoder
 )
 
-func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
-	if !v.IsValid() {
-		return append(dst, "null"...), nil
+func encoderFor(t reflect.Type) encoder {
+	if e, ok := encoders.Load(t); ok {
+		return e.(encoder)
 	}
-	t := v.Type()
+	// A placeholder breaks cycles in recursive types while the real encoder
+	// is built.
+	var real encoder
+	var wg sync.WaitGroup
+	wg.Add(1)
+	e, loaded := encoders.LoadOrStore(t, encoder(func(dst []byte, v reflect.Value) ([]byte, error) {
+		wg.Wait()
+		return real(dst, v)
+	}))
+	if loaded {
+		return e.(encoder)
+	}
+	real = build(t)
+	wg.Done()
+	encoders.Store(t, real)
+	return real
+}
+
+func build(t reflect.Type) encoder {
 	if t == rawType {
-		raw := v.Bytes()
-		if len(raw) == 0 {
-			return append(dst, "null"...), nil
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			raw := v.Bytes()
+			if len(raw) == 0 {
+				return append(dst, "null"...), nil
+			}
+			return append(dst, raw...), nil
 		}
-		return append(dst, raw...), nil
 	}
-	if t.Implements(marshalerType) && (v.Kind() != reflect.Pointer || !v.IsNil()) {
-		b, err := v.Interface().(json.Marshaler).MarshalJSON()
-		if err != nil {
-			return dst, err
+	if t.Implements(marshalerType) {
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			if v.Kind() == reflect.Pointer && v.IsNil() {
+				return append(dst, "null"...), nil
+			}
+			b, err := v.Interface().(json.Marshaler).MarshalJSON()
+			if err != nil {
+				return dst, err
+			}
+			return append(dst, b...), nil
 		}
-		return append(dst, b...), nil
 	}
-	switch v.Kind() {
+	switch t.Kind() {
 	case reflect.String:
-		return Quote(dst, v.String()), nil
+		return func(dst []byte, v reflect.Value) ([]byte, error) { return Quote(dst, v.String()), nil }
 	case reflect.Bool:
-		return strconv.AppendBool(dst, v.Bool()), nil
+		return func(dst []byte, v reflect.Value) ([]byte, error) { return strconv.AppendBool(dst, v.Bool()), nil }
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.AppendInt(dst, v.Int(), 10), nil
+		return func(dst []byte, v reflect.Value) ([]byte, error) { return strconv.AppendInt(dst, v.Int(), 10), nil }
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return strconv.AppendUint(dst, v.Uint(), 10), nil
+		return func(dst []byte, v reflect.Value) ([]byte, error) { return strconv.AppendUint(dst, v.Uint(), 10), nil }
 	case reflect.Float32, reflect.Float64:
-		f := v.Float()
-		if f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
-			return append(dst, "null"...), nil // as JSON.stringify does for NaN and ±Infinity
-		}
-		return append(dst, FormatJSNumber(f)...), nil
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return append(dst, "null"...), nil
-		}
-		return appendValue(dst, v.Elem())
-	case reflect.Slice:
-		if v.IsNil() {
-			return append(dst, "null"...), nil
-		}
-		fallthrough
-	case reflect.Array:
-		dst = append(dst, '[')
-		for i := 0; i < v.Len(); i++ {
-			if i > 0 {
-				dst = append(dst, ',')
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			f := v.Float()
+			if f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
+				return append(dst, "null"...), nil // as JSON.stringify does for NaN and ±Infinity
 			}
+			return append(dst, FormatJSNumber(f)...), nil
+		}
+	case reflect.Interface:
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			if v.IsNil() {
+				return append(dst, "null"...), nil
+			}
+			e := v.Elem()
+			return encoderFor(e.Type())(dst, e)
+		}
+	case reflect.Pointer:
+		elem := t.Elem()
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			if v.IsNil() {
+				return append(dst, "null"...), nil
+			}
+			return encoderFor(elem)(dst, v.Elem())
+		}
+	case reflect.Slice, reflect.Array:
+		elem := t.Elem()
+		isSlice := t.Kind() == reflect.Slice
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			if isSlice && v.IsNil() {
+				return append(dst, "null"...), nil
+			}
+			enc := encoderFor(elem)
+			dst = append(dst, '[')
 			var err error
-			if dst, err = appendValue(dst, v.Index(i)); err != nil {
-				return dst, err
+			for i := 0; i < v.Len(); i++ {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				if dst, err = enc(dst, v.Index(i)); err != nil {
+					return dst, err
+				}
 			}
+			return append(dst, ']'), nil
 		}
-		return append(dst, ']'), nil
 	case reflect.Map:
-		if v.IsNil() {
-			return append(dst, "null"...), nil
-		}
 		if t.Key().Kind() != reflect.String {
-			return dst, fmt.Errorf("rawjson: unsupported map key type %s", t.Key())
-		}
-		keys := v.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
+			return func(dst []byte, _ reflect.Value) ([]byte, error) {
+				return dst, fmt.Errorf("rawjson: unsupported map key type %s", t.Key())
 			}
-			dst = Quote(dst, k.String())
-			dst = append(dst, ':')
+		}
+		elem := t.Elem()
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			if v.IsNil() {
+				return append(dst, "null"...), nil
+			}
+			keys := v.MapKeys()
+			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+			enc := encoderFor(elem)
+			dst = append(dst, '{')
 			var err error
-			if dst, err = appendValue(dst, v.MapIndex(k)); err != nil {
-				return dst, err
+			for i, k := range keys {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = Quote(dst, k.String())
+				dst = append(dst, ':')
+				if dst, err = enc(dst, v.MapIndex(k)); err != nil {
+					return dst, err
+				}
 			}
+			return append(dst, '}'), nil
 		}
-		return append(dst, '}'), nil
 	case reflect.Struct:
-		dst = append(dst, '{')
-		n := 0
-		var err error
-		for _, f := range fieldsOf(t) {
-			fv := v.FieldByIndex(f.index)
-			if f.omitEmpty && isEmpty(fv) {
-				continue
+		fs := fieldsOf(t)
+		return func(dst []byte, v reflect.Value) ([]byte, error) {
+			dst = append(dst, '{')
+			n := 0
+			var err error
+			for i := range fs {
+				f := &fs[i]
+				fv := v.Field(f.index[0])
+				for _, k := range f.index[1:] {
+					fv = fv.Field(k)
+				}
+				if f.omitEmpty && isEmpty(fv) {
+					continue
+				}
+				if n > 0 {
+					dst = append(dst, ',')
+				}
+				n++
+				dst = append(dst, f.key...)
+				if dst, err = encoderFor(f.typ)(dst, fv); err != nil {
+					return dst, err
+				}
 			}
-			if n > 0 {
-				dst = append(dst, ',')
-			}
-			n++
-			dst = Quote(dst, f.name)
-			dst = append(dst, ':')
-			if dst, err = appendValue(dst, fv); err != nil {
-				return dst, err
-			}
+			return append(dst, '}'), nil
 		}
-		return append(dst, '}'), nil
 	}
-	return dst, fmt.Errorf("rawjson: unsupported type %s", t)
+	return func(dst []byte, _ reflect.Value) ([]byte, error) {
+		return dst, fmt.Errorf("rawjson: unsupported type %s", t)
+	}
 }
 
 type field struct {
-	name      string
+	key       []byte // the quoted name and colon
 	index     []int
+	typ       reflect.Type
 	omitEmpty bool
 }
 
-var fieldCache sync.Map // reflect.Type → []field
-
 func fieldsOf(t reflect.Type) []field {
-	if fs, ok := fieldCache.Load(t); ok {
-		return fs.([]field)
-	}
 	var fs []field
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
@@ -161,9 +220,9 @@ func fieldsOf(t reflect.Type) []field {
 		if name == "" {
 			name = sf.Name
 		}
-		fs = append(fs, field{name: name, index: []int{i}, omitEmpty: strings.Contains(opts, "omitempty")})
+		key := append(Quote(nil, name), ':')
+		fs = append(fs, field{key: key, index: []int{i}, typ: sf.Type, omitEmpty: strings.Contains(opts, "omitempty")})
 	}
-	fieldCache.Store(t, fs)
 	return fs
 }
 

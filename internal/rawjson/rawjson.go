@@ -167,12 +167,27 @@ func scanNumber(b []byte, i int) (int, error) {
 	return i, nil
 }
 
+// special marks the bytes a string scan must stop at: quote, backslash and
+// control characters. One table load per byte keeps the common case tight.
+var special = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
 func scanString(b []byte, i int) (int, error) {
 	start := i
 	i++
-	for i < len(b) {
-		c := b[i]
-		switch {
+	for {
+		for i < len(b) && !special[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return i, errAt(start, "unterminated string")
+		}
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, nil
 		case c == '\\':
@@ -195,13 +210,10 @@ func scanString(b []byte, i int) (int, error) {
 			default:
 				return i, errAt(i, "invalid escape")
 			}
-		case c < 0x20:
-			return i, errAt(i, "control character in string")
 		default:
-			i++
+			return i, errAt(i, "control character in string")
 		}
 	}
-	return i, errAt(start, "unterminated string")
 }
 
 func scanObject(b []byte, i, depth int) (int, error) {

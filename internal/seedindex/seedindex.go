@@ -424,31 +424,37 @@ func Build(in Input) Record {
 
 // rankIdentifiers merges per-block identifiers, largest blocks first (a flood
 // of output is where buried identifiers live), then orders longer tokens
-// first and keeps the first MaxIdentifiers.
+// first (ties by first sighting) and keeps the first MaxIdentifiers. A
+// bucket per length makes it linear: a fold event may carry tens of
+// thousands of candidates.
 func rankIdentifiers(ms []Masked) []string {
 	order := make([]int, len(ms))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return ms[order[a]].Block.Tokens > ms[order[b]].Block.Tokens })
-	type ident struct {
-		s   string
-		pos int
-	}
+	var buckets [81][]string // identLike caps identifiers at 80 bytes
 	seen := map[string]bool{}
-	var all []ident
 	for _, i := range order {
 		for _, s := range ms[i].Facts.Identifiers {
-			if !seen[s] {
-				seen[s] = true
-				all = append(all, ident{s, len(all)})
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+			n := min(len(s), len(buckets)-1)
+			if len(buckets[n]) < MaxIdentifiers {
+				buckets[n] = append(buckets[n], s)
 			}
 		}
 	}
-	sort.SliceStable(all, func(a, b int) bool { return len(all[a].s) > len(all[b].s) })
-	out := make([]string, 0, min(len(all), MaxIdentifiers))
-	for _, id := range all[:min(len(all), MaxIdentifiers)] {
-		out = append(out, id.s)
+	out := make([]string, 0, MaxIdentifiers)
+	for n := len(buckets) - 1; n >= 0 && len(out) < MaxIdentifiers; n-- {
+		for _, s := range buckets[n] {
+			if len(out) == MaxIdentifiers {
+				break
+			}
+			out = append(out, s)
+		}
 	}
 	return out
 }

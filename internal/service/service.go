@@ -65,6 +65,7 @@ type session struct {
 	masked        int
 	led           *ledger.Ledger
 	recalls       map[string]int // recall count per code (churn)
+	turns         int
 	recallCalls   int
 }
 
@@ -126,6 +127,21 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 
 func badRequest(method string, err error) error {
 	return &protocol.Error{Code: protocol.CodeBadRequest, Message: method + ": " + err.Error()}
+}
+
+// idleBatch is how many blocks one Idle call digests: small enough that a
+// request arriving meanwhile waits at most a few milliseconds.
+const idleBatch = 16
+
+// Idle implements protocol.Idler: between requests it digests blocks ahead
+// of need, so the request that first folds does not pay for them.
+func (s *Service) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.s == nil {
+		return false
+	}
+	return s.s.eng.Prepare(idleBatch)
 }
 
 var errNotOpen = &protocol.Error{Code: protocol.CodeBadRequest, Message: "no session open"}
@@ -283,15 +299,19 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	if ss == nil {
 		return nil, errNotOpen
 	}
+	start := s.now()
+	defer func() {
+		s.log.Debug("turn", "keep", p.Keep, "append", len(p.Append), "messages", ss.eng.Len(), "took", s.now().Sub(start))
+	}()
 	if p.Keep > ss.eng.Len() {
 		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
 	}
-	before := ss.eng.Len()
-	_ = before
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported,
-		Cold: ss.responses >= 3 && ss.cacheRead == 0,
+		Cold:         ss.responses >= 3 && ss.cacheRead == 0,
+		KnownVersion: ss.sentVersion, HaveVersion: !p.Full && ss.turns > 0,
 	}, &journal{s: s, ss: ss, ctx: ctx})
+	ss.turns++
 	out := &TurnResult{Len: ss.eng.Len(), Version: res.Version, Status: res.Status, Collisions: res.Collisions}
 	if res.Rejected != nil {
 		out.Rejected = res.Rejected.Error()
@@ -314,7 +334,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 			ss.sentLayers[l.Seq] = true
 		}
 	}
-	if p.Full || res.Version != ss.sentVersion {
+	if res.Placements != nil || p.Full || res.Version != ss.sentVersion {
 		ps := make([][4]int, len(res.Placements))
 		for i, pl := range res.Placements {
 			ps[i] = [4]int{pl.Msg, pl.Part, pl.Seq, pl.Index}
@@ -354,16 +374,24 @@ type journal struct {
 }
 
 func (j *journal) Commit(ev *engine.Event) error {
-	at := j.s.now().UTC().Format(time.RFC3339Nano)
+	now := j.s.now()
+	at := now.UTC().Format(time.RFC3339Nano)
 	if err := j.ss.index.Append(indexfile.Record{Record: ev.Index, Session: j.ss.id, At: at}); err != nil {
 		return err
 	}
+	indexed := j.s.now()
+	defer func() {
+		j.s.log.Debug("fold event committed", "seq", ev.Seq, "blocks", len(ev.Folds), "index", indexed.Sub(now), "persist", j.s.now().Sub(indexed))
+	}()
 	if err := j.persist(ev.Entry()); err != nil {
 		if verr := j.ss.index.Void(ev.Seq, at); verr != nil {
 			j.s.log.Warn("seed-index retraction failed", "seq", ev.Seq, "err", verr)
 		}
 		return err
 	}
+	// The adapter builds the layer from the entry it just persisted, so the
+	// turn's result need not carry the digests a second time.
+	j.ss.sentLayers[ev.Seq] = true
 	return nil
 }
 

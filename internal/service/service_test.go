@@ -43,6 +43,10 @@ func (a *adapter) Handle(_ context.Context, method string, params json.RawMessag
 // start connects a Service to a test adapter over pipes.
 func start(t *testing.T) (*protocol.Conn, *adapter) {
 	t.Helper()
+	return startB(t)
+}
+
+func startB(t testing.TB) (*protocol.Conn, *adapter) {
 	sr, cw := io.Pipe()
 	cr, sw := io.Pipe()
 	server := protocol.NewConn(sw)
@@ -57,7 +61,6 @@ func start(t *testing.T) (*protocol.Conn, *adapter) {
 }
 
 func call(t *testing.T, c *protocol.Conn, method string, params, out any) error {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return c.Call(ctx, method, params, out)

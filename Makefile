@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/contextfold
 
-.PHONY: all build test check gotest tstest fuzz bench clean
+.PHONY: all build test check gotest tstest fuzz bench bench-adapter clean
 
 all: build
 
@@ -39,6 +39,9 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+bench-adapter: build
+	@$(PI_ENV); CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" "$$CONTEXTFOLD_NODE" extension/bench/adapter.bench.ts
 
 clean:
 	rm -rf bin

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -339,4 +341,115 @@ func TestFoldingInRPCMode(t *testing.T) {
 	if !strings.Contains(out, strings.TrimRight(env.GenOutput(step), "\n")) {
 		t.Fatalf("RPC recall of %s did not return the exact bytes: %.300s", code, out)
 	}
+}
+
+// TestPackageLoadsByPathAndInstall: the checkout is a Pi package; both
+// `pi -e <checkout>` and `pi install <checkout>` load the extension.
+func TestPackageLoadsByPathAndInstall(t *testing.T) {
+	declares := func(reqs []fakellm.Recorded) bool {
+		return len(reqs) > 0 && strings.Contains(string(reqs[0].Body), `"name":"recall_folded"`)
+	}
+	// -e <checkout>: Pi reads package.json's "pi" field.
+	cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 2, SkipRecall: true, SkipUnfold: true}})
+	cfg.Extension = RepoRoot(t)
+	env := NewEnv(t, cfg)
+	res := env.Print(PrintOptions{Prompt: "go"})
+	res.Require(t)
+	if !declares(res.Requests) {
+		t.Fatal("pi -e <checkout> did not load the extension")
+	}
+
+	// pi install <checkout>, then a run that loads nothing explicitly.
+	cfg = WithContextFold(t, Config{Script: &LongSession{Steps: 2, SkipRecall: true, SkipUnfold: true}})
+	cfg.Extension = ""
+	env = NewEnv(t, cfg)
+	install := env.command(context.Background(), []string{"install", RepoRoot(t)})
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("pi install: %v\n%s", err, out)
+	}
+	var args []string
+	for _, a := range env.Args("text", "go") {
+		if a != "--no-extensions" {
+			args = append(args, a)
+		}
+	}
+	cmd := env.command(context.Background(), args)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pi after install: %v\n%s", err, out)
+	}
+	if !declares(env.Server.Requests()) {
+		t.Fatal("pi install <checkout> did not load the extension")
+	}
+}
+
+// recaller answers a user message "RECALL <code>" with one recall_folded
+// call and then a final text; everything else goes to the wrapped session.
+type recaller struct {
+	*LongSession
+	n int
+}
+
+func (r *recaller) Reply(req *fakellm.Request) fakellm.Reply {
+	var last fakellm.Message
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			last = m
+		}
+	}
+	if code, ok := strings.CutPrefix(strings.TrimSpace(last.Content), "RECALL "); ok {
+		id := "call_recall_" + code
+		if _, done := req.ToolResult(id); !done {
+			args, _ := json.Marshal(map[string]any{"codes": []string{code}})
+			return fakellm.Reply{ToolCalls: []fakellm.ToolCall{{ID: id, Name: "recall_folded", Arguments: args}}}
+		}
+		return fakellm.Reply{Text: "FINAL: recalled " + code}
+	}
+	return r.LongSession.Reply(req)
+}
+
+// TestRecallAfterCompactionAndRestart: a code folded before Pi's own
+// compaction still recalls its exact bytes from the session file, after the
+// compaction and again after a restart with -c.
+func TestRecallAfterCompactionAndRestart(t *testing.T) {
+	ls := &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}
+	script := &recaller{LongSession: ls}
+	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: true, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000}))
+	// Fold at a tiny budget so the early results fold before the compaction.
+	env.Config.Env["CONTEXTFOLD_FOLD_AT"] = "0.02"
+	env.Config.Env["CONTEXTFOLD_FOLD_STEP"] = "0.01"
+	rpc := env.StartRPC(RPCOptions{})
+	rpc.Prompt("Run gen.sh for every step.")
+	var code, callID string
+	for _, r := range ToolRequests(env.Server.Requests()) {
+		for id, c := range foldedCalls(&r.Request) {
+			if s, ok := StepOfCallID(id); ok && s <= 3 && code == "" {
+				code, callID = c, id
+			}
+		}
+	}
+	if code == "" {
+		t.Fatal("no early block folded")
+	}
+	step, _ := StepOfCallID(callID)
+	want := strings.TrimRight(env.GenOutput(step), "\n")
+	if rec := rpc.Compact(""); !strings.Contains(string(rec.Raw), `"success":true`) {
+		t.Fatalf("compaction failed: %s", rec.Raw)
+	}
+	rpc.Prompt("RECALL " + code)
+	rpc.Close()
+	check := func(when string) {
+		reqs := env.Server.Requests()
+		last := reqs[len(reqs)-1]
+		if _, live := last.ToolResult(callID); live {
+			t.Fatalf("%s: the folded block is still in context; the test proves nothing", when)
+		}
+		out, ok := last.ToolResult("call_recall_" + code)
+		if !ok || !strings.Contains(out, "sha256 verified") || !strings.Contains(out, want) {
+			t.Fatalf("%s: recall of %s did not return its exact bytes:\n%.400s", when, code, out)
+		}
+	}
+	check("after compaction")
+	res := env.Print(PrintOptions{Prompt: "RECALL " + code, Continue: true})
+	res.Require(t)
+	check("after a restart")
 }

@@ -596,3 +596,36 @@ func TestChangedFrozenBlockGoesRaw(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareDigestsAheadWithoutChangingDecisions: digests computed between
+// requests are the ones a request would compute, so Prepare changes timing,
+// never bytes.
+func TestPrepareDigestsAheadWithoutChangingDecisions(t *testing.T) {
+	msgs := longSession(40, 80).msgs
+	a, b := New(Config{}), New(Config{})
+	ja, jb := &memJournal{}, &memJournal{}
+	held := 0
+	for i := 1; i <= len(msgs); i++ {
+		if i < len(msgs) && !bytes.Contains(msgs[i][:30], []byte(`"assistant"`)) {
+			continue
+		}
+		a.Step(Request{Keep: held, Append: msgs[held:i], Window: 16_000}, ja)
+		b.Step(Request{Keep: held, Append: msgs[held:i], Window: 16_000}, jb)
+		held = i
+		n := 0
+		for b.Prepare(3) {
+			n++
+		}
+	}
+	if !bytes.Equal(request(a.Render()), request(b.Render())) || len(ja.events) != len(jb.events) || len(ja.events) == 0 {
+		t.Fatal("preparing digests ahead changed what folded")
+	}
+	if b.Prepare(10) {
+		t.Fatal("Prepare reports work left after finishing")
+	}
+	for k := range b.meta {
+		if bl := b.tr.Blocks()[k]; bl.Foldable() && block.Durable(bl.ID) && !b.meta[k].done && b.meta[k].frozen == nil {
+			t.Fatalf("block %s not prepared", bl.ID)
+		}
+	}
+}

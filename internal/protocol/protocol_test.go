@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,5 +103,35 @@ func TestFrameLimits(t *testing.T) {
 	WriteFrame(&buf, []byte(`{"method":"hello"}`))
 	if got, err := ReadFrame(&buf); err != nil || string(got) != `{"method":"hello"}` {
 		t.Fatalf("round trip %q %v", got, err)
+	}
+}
+
+type idler struct {
+	HandlerFunc
+	calls atomic.Int32
+	left  atomic.Int32
+}
+
+func (i *idler) Idle() bool {
+	i.calls.Add(1)
+	return i.left.Add(-1) > 0
+}
+
+func TestIdleRunsBetweenRequests(t *testing.T) {
+	h := &idler{HandlerFunc: func(context.Context, string, json.RawMessage) (any, error) { return 1, nil }}
+	h.left.Store(5)
+	a, _, stop := pair(t, nil, h)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Call(ctx, "x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Call(ctx, "x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := h.calls.Load(); n < 5 {
+		t.Fatalf("Idle called %d times, want it to drain its 5 units", n)
 	}
 }

@@ -28,6 +28,8 @@ func commands() []command {
 			return 0
 		}},
 		{"serve", "contextfold serve", "run the engine for the Pi adapter (stdio protocol)", serveCmd},
+		{"demo", "contextfold demo [-window N] [-svg file]", "replay a bundled real session through context-fold and raw", demoCmd},
+		{"bench", "contextfold bench [flags] [trajectories]...", "replay sessions through context policies and price them", benchCmd},
 		{"lexicon", "contextfold lexicon <trajectories>...", "measure the error lexicon on tool outputs", lexiconCmd},
 	}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s; review with go test -update and git diff", path)
+	}
+}
+
+// TestDemoGolden: the demo is deterministic, needs no arguments, network or
+// key, and writes its chart.
+func TestDemoGolden(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "demo.svg")
+	var out, errb bytes.Buffer
+	if code := run([]string{"demo", "-svg", svg}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := strings.Replace(out.String(), svg, "<svg>", 1)
+	golden(t, "demo.golden", []byte(got))
+	data, err := os.ReadFile(svg)
+	if err != nil || !bytes.HasPrefix(data, []byte("<svg")) || !bytes.Contains(data, []byte("context-fold")) {
+		t.Fatalf("chart not written: %v", err)
+	}
+	for _, want := range []string{"fold event", "recoverable byte-exact", "verified: true", "cost, anthropic prices"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
+func TestBenchOnTheSample(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "-quiet", "-windows", "32000", "-out", dir, "../../testdata/trajectories"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, f := range []string{"report.md", "report.json", "cost-anthropic.svg", "cost-openai.svg", "tokens-32k.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	if !strings.Contains(out.String(), "| context-fold |") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"bench", "-quiet", "-json", "-windows", "32000", "../../testdata/trajectories/swe-agent"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"windows"`) {
+		t.Fatalf("json: %d %s", code, out.String())
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+		t.Fatalf("unknown command: %d %q", code, errb.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte("{not json\n"), 0o644)
+	errb.Reset()
+	if code := run([]string{"bench", "-quiet", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "line 1") {
+		t.Fatalf("bad trajectory: %d %q", code, errb.String())
+	}
+	if code := run([]string{"bench", "-windows", "abc"}, &out, &errb); code != 2 {
+		t.Fatalf("bad window: %d", code)
+	}
+}

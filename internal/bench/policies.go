@@ -1,0 +1,444 @@
+package bench
+
+import (
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+// Replay is what one policy did on one trace.
+type Replay struct {
+	Requests []Request
+	// ErrVisible of ErrTotal distinct error lines, in blocks the policy hid
+	// at the end of the session, are still visible to the model.
+	ErrVisible, ErrTotal int
+	// Hidden counts blocks masked, cleared, folded or summarized at the end.
+	Hidden int
+	// Folded and Recoverable count context-fold's folded blocks and those
+	// whose exact bytes the session still holds (sha256-verified).
+	Folded, Recoverable int
+	// Events counts fold events or clearings; Compactions counts Pi's
+	// compactions.
+	Events, Compactions int
+	// StepTimes are the engine's per-request times (context-fold only).
+	StepTimes []time.Duration
+}
+
+// Policy is one context-management strategy under test.
+type Policy interface {
+	Name() string
+	Replay(t *Trace, window int) Replay
+}
+
+func sysSeg(t *Trace) Seg { return Seg{Key: systemKey, Tokens: t.System} }
+
+// Raw sends every message unchanged: no management.
+type Raw struct{}
+
+// Name implements Policy.
+func (Raw) Name() string { return "raw" }
+
+// Replay implements Policy.
+func (Raw) Replay(t *Trace, window int) Replay {
+	var r Replay
+	for k, n := range t.Requests {
+		segs := []Seg{sysSeg(t)}
+		for i := 0; i < n; i++ {
+			segs = append(segs, Seg{key(i, 0), t.Tokens[i]})
+		}
+		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+	}
+	return r
+}
+
+// piCompaction models Pi's own LLM compaction (docs/compaction.md, Pi 1.6):
+// when a request would exceed window − reserveTokens (16,384), Pi cuts the
+// history keeping about keepRecentTokens (20,000) of the newest messages,
+// never starting the kept part at a tool result, and replaces the rest with
+// an LLM summary. The summary request sends the summarized messages with
+// tool results cut to 2,000 characters (serializeConversation), plus the
+// previous summary and its prompt, uncached; its answer (SummaryTokens) is
+// output. A later request carries the summary as its first message.
+type piCompaction struct {
+	Reserve, KeepRecent, SummaryTokens int
+
+	kept     int // first kept message
+	summary  Seg
+	count    int
+	promptTk int
+}
+
+// PiReserve is Pi's default compaction.reserveTokens.
+const PiReserve = 16_384
+
+func newPiCompaction(reserve int) *piCompaction {
+	return &piCompaction{Reserve: reserve, KeepRecent: 20_000, SummaryTokens: 1_500, promptTk: 600}
+}
+
+// head returns the segments before the kept messages.
+func (c *piCompaction) head(t *Trace) []Seg {
+	segs := []Seg{sysSeg(t)}
+	if c.count > 0 {
+		segs = append(segs, c.summary)
+	}
+	return segs
+}
+
+// maybe compacts before the request that sends msgs[:n] when size (the
+// request as the policy would send it) passes the threshold. It returns the
+// side call, if any.
+func (c *piCompaction) maybe(t *Trace, n, size, window int) *SideCall {
+	if window <= c.Reserve || size <= window-c.Reserve && size <= window {
+		return nil
+	}
+	cut, sum := n, 0
+	for cut > c.kept && sum < c.KeepRecent {
+		cut--
+		sum += t.Tokens[cut]
+	}
+	for cut > c.kept && t.ToolResult[cut] {
+		cut--
+	}
+	if cut <= c.kept {
+		return nil // Pi: "Nothing to compact"
+	}
+	in := c.promptTk
+	if c.count > 0 {
+		in += c.summary.Tokens
+	}
+	for i := c.kept; i < cut; i++ {
+		tk := t.Tokens[i]
+		if t.ToolResult[i] {
+			tk = min(tk, 2_000/tokens.CharsPerToken+tokens.BlockOverhead)
+		}
+		in += tk
+	}
+	c.count++
+	c.kept = cut
+	c.summary = Seg{Key: 1<<61 | uint64(c.count), Tokens: c.SummaryTokens + 30}
+	return &SideCall{Input: in, Output: c.SummaryTokens}
+}
+
+// hidden accounts for messages the summary replaced: their error lines are
+// paraphrased at best, never verbatim.
+func (c *piCompaction) hidden(t *Trace, r *Replay) {
+	for i := 0; i < c.kept; i++ {
+		if t.ToolResult[i] {
+			r.Hidden++
+			r.ErrTotal += len(t.Errors[i])
+		}
+	}
+}
+
+// RawCompaction is raw history with Pi's LLM compaction where the request
+// would not fit.
+type RawCompaction struct{}
+
+// Name implements Policy.
+func (RawCompaction) Name() string { return "raw+pi-compaction" }
+
+// Replay implements Policy.
+func (RawCompaction) Replay(t *Trace, window int) Replay {
+	var r Replay
+	c := newPiCompaction(PiReserve)
+	build := func(n int) []Seg {
+		segs := c.head(t)
+		for i := c.kept; i < n; i++ {
+			segs = append(segs, Seg{key(i, 0), t.Tokens[i]})
+		}
+		return segs
+	}
+	for k, n := range t.Requests {
+		segs := build(n)
+		req := Request{Output: t.Output[k]}
+		if side := c.maybe(t, n, sum(segs), window); side != nil {
+			req.Side = append(req.Side, *side)
+			r.Compactions++
+			segs = build(n)
+		}
+		req.Segs = segs
+		r.Requests = append(r.Requests, req)
+	}
+	c.hidden(t, &r)
+	return r
+}
+
+func sum(segs []Seg) int {
+	n := 0
+	for _, s := range segs {
+		n += s.Tokens
+	}
+	return n
+}
+
+// ObservationMasking keeps the newest M tool outputs and replaces every older
+// one with "Old environment output: (N lines omitted)" on every request, as
+// SWE-agent's LastNObservations processor does ("The Complexity Trap",
+// Lindenbauer et al. 2025, which found M = 10 a strong setting).
+type ObservationMasking struct{ M int }
+
+// Name implements Policy.
+func (p ObservationMasking) Name() string { return "observation-masking(M=" + strconv.Itoa(p.M) + ")" }
+
+// Replay implements Policy.
+func (p ObservationMasking) Replay(t *Trace, window int) Replay {
+	var r Replay
+	placeholder := func(i int) int {
+		return tokens.Block("Old environment output: (" + strconv.Itoa(t.Lines[i]) + " lines omitted)")
+	}
+	var results []int
+	next := 0
+	for k, n := range t.Requests {
+		for ; next < n; next++ {
+			if t.ToolResult[next] {
+				results = append(results, next)
+			}
+		}
+		masked := map[int]bool{}
+		for j := 0; j < len(results)-p.M; j++ {
+			masked[results[j]] = true
+		}
+		segs := []Seg{sysSeg(t)}
+		for i := 0; i < n; i++ {
+			if masked[i] {
+				segs = append(segs, Seg{key(i, 1), placeholder(i)})
+			} else {
+				segs = append(segs, Seg{key(i, 0), t.Tokens[i]})
+			}
+		}
+		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+		if k == len(t.Requests)-1 {
+			for i := range masked {
+				r.Hidden++
+				r.ErrTotal += len(t.Errors[i])
+			}
+		}
+	}
+	return r
+}
+
+// ClearToolUses models Anthropic's context editing strategy
+// clear_tool_uses_20250919 (docs: "Context editing", 2025): once a request's
+// input passes Trigger tokens, tool results older than the newest Keep tool
+// uses are replaced by a placeholder. With ClearAtLeast, a clearing happens
+// only if it frees at least that many tokens ("helps determine if context
+// clearing is worth breaking your prompt cache"). Cleared results stay
+// cleared: the strategy re-applies to the same growing history.
+type ClearToolUses struct {
+	Trigger, Keep, ClearAtLeast int
+}
+
+// Name implements Policy.
+func (p ClearToolUses) Name() string {
+	if p.ClearAtLeast > 0 {
+		return "clear-tool-uses(at-least=" + strconv.Itoa(p.ClearAtLeast/1000) + "k)"
+	}
+	return "clear-tool-uses"
+}
+
+// Replay implements Policy.
+func (p ClearToolUses) Replay(t *Trace, window int) Replay {
+	var r Replay
+	ph := tokens.Block("[cleared]")
+	cleared := map[int]bool{}
+	var results []int
+	next := 0
+	for k, n := range t.Requests {
+		for ; next < n; next++ {
+			if t.ToolResult[next] {
+				results = append(results, next)
+			}
+		}
+		full := t.System
+		for i := 0; i < n; i++ {
+			full += t.Tokens[i]
+		}
+		if full > p.Trigger {
+			freed := 0
+			var batch []int
+			for j := 0; j < len(results)-p.Keep; j++ {
+				if i := results[j]; !cleared[i] {
+					batch = append(batch, i)
+					freed += t.Tokens[i] - ph
+				}
+			}
+			if len(batch) > 0 && freed >= p.ClearAtLeast {
+				for _, i := range batch {
+					cleared[i] = true
+				}
+				r.Events++
+			}
+		}
+		segs := []Seg{sysSeg(t)}
+		for i := 0; i < n; i++ {
+			if cleared[i] {
+				segs = append(segs, Seg{key(i, 2), ph})
+			} else {
+				segs = append(segs, Seg{key(i, 0), t.Tokens[i]})
+			}
+		}
+		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+	}
+	for i := range cleared {
+		r.Hidden++
+		r.ErrTotal += len(t.Errors[i])
+	}
+	return r
+}
+
+// ContextFold is the engine Pi runs, with the given knobs (and policy, when
+// set). Where even the folded request would pass window − Reserve, Pi's own
+// compaction runs as it would in Pi. Reserve 0 models a Pi whose
+// compaction.reserveTokens leaves folding the room (compaction only on
+// overflow); PiReserve models Pi's default settings.
+type ContextFold struct {
+	Label   string
+	Knobs   policy.Knobs
+	Policy  policy.Policy
+	Reserve int
+}
+
+// Name implements Policy.
+func (p ContextFold) Name() string {
+	if p.Label != "" {
+		return p.Label
+	}
+	return "context-fold"
+}
+
+// Replay implements Policy.
+func (p ContextFold) Replay(t *Trace, window int) Replay {
+	var r Replay
+	e := engine.New(engine.Config{Knobs: p.Knobs, Policy: p.Policy})
+	c := newPiCompaction(p.Reserve)
+	summaryMsg := func() []byte {
+		return []byte(`{"role":"compactionSummary","summary":"(summary ` + strconv.Itoa(c.count) + `)","tokensBefore":0,"timestamp":` + strconv.Itoa(c.count) + `}`)
+	}
+	held := 0      // messages of the trace the engine holds (after the head)
+	lastTotal := 0 // the previous request's size, as the provider reported it
+	lastSent := 0  // messages in the previous request
+	for k, n := range t.Requests {
+		// Pi's usage estimate: the last reported prompt plus the new messages.
+		reported := lastTotal
+		for i := lastSent; i < n; i++ {
+			reported += t.Tokens[i]
+		}
+		if k == 0 {
+			reported = t.System
+			for i := 0; i < n; i++ {
+				reported += t.Tokens[i]
+			}
+		}
+		req := Request{Output: t.Output[k]}
+		if side := c.maybe(t, n, reported, window); side != nil {
+			req.Side = append(req.Side, *side)
+			r.Compactions++
+			// The context now starts with the summary: resync the engine.
+			msgs := [][]byte{summaryMsg()}
+			msgs = append(msgs, t.Msgs[c.kept:n]...)
+			start := time.Now()
+			e.Sync(0, msgs)
+			r.StepTimes = append(r.StepTimes, time.Since(start))
+			held = n
+		}
+		base := 0
+		if c.count > 0 {
+			base = 1
+		}
+		start := time.Now()
+		res := e.Step(engine.Request{Keep: e.Len(), Append: t.Msgs[held:n], Window: window, Reported: reported}, engine.NopJournal{})
+		r.StepTimes = append(r.StepTimes, time.Since(start))
+		if res.Event != nil {
+			r.Events++
+		}
+		held = n
+		req.Segs = p.segs(t, e, c, base)
+		r.Requests = append(r.Requests, req)
+		lastTotal, lastSent = req.Total(), n
+	}
+	// Error visibility and recoverability of what is folded at the end.
+	for _, rec := range e.Registry().All() {
+		if !e.Frozen(rec.ID) {
+			continue
+		}
+		b, ok := t.Tr.Lookup(rec.ID)
+		if !ok {
+			continue
+		}
+		r.Folded++
+		if registry.Sum(b.Text) == rec.SHA256 {
+			r.Recoverable++
+		}
+		if b.Kind != block.ToolResult {
+			continue
+		}
+		r.Hidden++
+		for _, line := range t.Errors[b.Msg] {
+			r.ErrTotal++
+			if containsLine(rec.Digest, line) {
+				r.ErrVisible++
+			}
+		}
+	}
+	c.hidden(t, &r)
+	return r
+}
+
+// segs renders the engine's current request as segments: a folded message's
+// key names the layers that changed it, so its bytes are equal exactly when
+// its key is.
+func (p ContextFold) segs(t *Trace, e *engine.Engine, c *piCompaction, base int) []Seg {
+	segs := c.head(t)
+	tr := e.Transcript()
+	for m := base; m < tr.Len(); m++ {
+		i := c.kept + m - base // the trace index of engine message m
+		tk, h, folded := 0, fnv.New64a(), false
+		for _, b := range tr.MessageBlocks(m) {
+			if rec, ok := e.Registry().Get(b.ID); ok && e.Frozen(b.ID) {
+				tk += tokens.Block(rec.Digest)
+				h.Write([]byte(strconv.Itoa(rec.Seq) + ":" + b.ID + ";"))
+				folded = true
+				continue
+			}
+			tk += b.Tokens
+		}
+		if !folded {
+			segs = append(segs, Seg{key(i, 0), tk})
+			continue
+		}
+		segs = append(segs, Seg{key(i, 8+h.Sum64()%0xFFFF0), tk})
+	}
+	return segs
+}
+
+// containsLine reports whether line is visible in digest: verbatim, or as
+// the clipped prefix the digest kept of a long line.
+func containsLine(digest, line string) bool {
+	for _, d := range splitLines(digest) {
+		if d == line {
+			return true
+		}
+		if n := len(d) - len(tokens.Ellipsis); n > 0 && d[n:] == tokens.Ellipsis && len(line) >= n && line[:n] == d[:n] {
+			return true
+		}
+	}
+	return false
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/policy"
+)
+
+// Options configure a run.
+type Options struct {
+	Windows      []int
+	SystemTokens int
+	TTLms        int64
+	Prices       []Prices
+	Policies     []Policy
+	// Progress, when set, receives a progress bar (stderr).
+	Progress io.Writer
+}
+
+// DefaultPolicies are the policies the report compares, in order.
+func DefaultPolicies() []Policy {
+	return []Policy{
+		Raw{},
+		RawCompaction{},
+		ObservationMasking{M: 10},
+		ClearToolUses{Trigger: 100_000, Keep: 3},
+		ClearToolUses{Trigger: 100_000, Keep: 3, ClearAtLeast: 20_000},
+		ContextFold{Knobs: policy.DefaultKnobs},
+		ContextFold{Label: "context-fold, Pi reserve 16k", Knobs: policy.DefaultKnobs, Reserve: PiReserve},
+	}
+}
+
+// Result is one policy's outcome over a set of traces at one window.
+type Result struct {
+	Policy      string             `json:"policy"`
+	Usage       Usage              `json:"usage"`
+	Cost        map[string]float64 `json:"cost"`     // absolute, per price model
+	Relative    map[string]float64 `json:"relative"` // to raw = 1.00
+	ErrVisible  int                `json:"errorLinesVisible"`
+	ErrTotal    int                `json:"errorLinesHidden"`
+	Hidden      int                `json:"blocksHidden"`
+	Folded      int                `json:"folded,omitempty"`
+	Recoverable int                `json:"recoverable,omitempty"`
+	Events      int                `json:"events"`
+	Compactions int                `json:"compactions"`
+	Feasible    bool               `json:"feasible"`
+	StepP50     float64            `json:"stepP50Micros,omitempty"`
+	StepP99     float64            `json:"stepP99Micros,omitempty"`
+	steps       []time.Duration
+}
+
+// ErrShare is the share of hidden blocks' distinct error lines still visible.
+func (r *Result) ErrShare() float64 {
+	if r.ErrTotal == 0 {
+		return 1
+	}
+	return float64(r.ErrVisible) / float64(r.ErrTotal)
+}
+
+// Window is every policy's results at one window: overall, per family and
+// per trace.
+type Window struct {
+	Window   int                  `json:"window"`
+	Overall  []*Result            `json:"overall"`
+	Families map[string][]*Result `json:"families"`
+	Traces   map[string][]*Result `json:"-"`
+	// Series is request tokens per turn on the longest trace, per policy.
+	Series     map[string][]int `json:"-"`
+	SeriesName string           `json:"seriesTrace"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Traces      int       `json:"traces"`
+	Requests    int       `json:"requests"`
+	Windows     []*Window `json:"windows"`
+	Prices      []Prices  `json:"prices"`
+	System      int       `json:"systemTokens"`
+	PeakRSSMB   float64   `json:"peakRssMB"`
+	EngineP50us float64   `json:"engineStepP50Micros"`
+	EngineP99us float64   `json:"engineStepP99Micros"`
+}
+
+// Run replays every trace at every window through every policy.
+func Run(traces []*Trace, opt Options) *Report {
+	if len(opt.Prices) == 0 {
+		opt.Prices = []Prices{Anthropic, OpenAI}
+	}
+	if len(opt.Policies) == 0 {
+		opt.Policies = DefaultPolicies()
+	}
+	rep := &Report{Traces: len(traces), Prices: opt.Prices, System: opt.SystemTokens}
+	longest := 0
+	for i, t := range traces {
+		rep.Requests += len(t.Requests)
+		if len(t.Requests) > len(traces[longest].Requests) {
+			longest = i
+		}
+	}
+	var allSteps []time.Duration
+	total := len(opt.Windows) * len(traces)
+	done := 0
+	for _, w := range opt.Windows {
+		win := &Window{Window: w, Families: map[string][]*Result{}, Traces: map[string][]*Result{}, Series: map[string][]int{}}
+		overall := newResults(opt.Policies)
+		for i, t := range traces {
+			fam := win.Families[t.Family]
+			if fam == nil {
+				fam = newResults(opt.Policies)
+				win.Families[t.Family] = fam
+			}
+			per := newResults(opt.Policies)
+			for k, p := range opt.Policies {
+				rp := p.Replay(t, w)
+				u := Price(rp.Requests, w, opt.TTLms)
+				for _, r := range []*Result{overall[k], fam[k], per[k]} {
+					r.add(&u, &rp)
+				}
+				allSteps = append(allSteps, rp.StepTimes...)
+				if i == longest {
+					win.Series[p.Name()] = u.PerRequest
+					win.SeriesName = t.Name
+				}
+			}
+			win.Traces[t.Name] = per
+			done++
+			progress(opt.Progress, done, total, t.Name)
+		}
+		win.Overall = overall
+		for _, rs := range append([][]*Result{overall}, values(win.Families)...) {
+			finish(rs, opt.Prices, w)
+		}
+		for _, rs := range win.Traces {
+			finish(rs, opt.Prices, w)
+		}
+		rep.Windows = append(rep.Windows, win)
+	}
+	if opt.Progress != nil {
+		fmt.Fprintln(opt.Progress)
+	}
+	rep.EngineP50us, rep.EngineP99us = percentile(allSteps, 50), percentile(allSteps, 99)
+	rep.PeakRSSMB = peakRSS()
+	return rep
+}
+
+func values(m map[string][]*Result) [][]*Result {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out [][]*Result
+	for _, k := range keys {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func newResults(ps []Policy) []*Result {
+	out := make([]*Result, len(ps))
+	for i, p := range ps {
+		out[i] = &Result{Policy: p.Name(), Feasible: true}
+	}
+	return out
+}
+
+func (r *Result) add(u *Usage, rp *Replay) {
+	r.Usage.Add(u)
+	r.ErrVisible += rp.ErrVisible
+	r.ErrTotal += rp.ErrTotal
+	r.Hidden += rp.Hidden
+	r.Folded += rp.Folded
+	r.Recoverable += rp.Recoverable
+	r.Events += rp.Events
+	r.Compactions += rp.Compactions
+	r.steps = append(r.steps, rp.StepTimes...)
+}
+
+// finish prices the results and normalizes them to the first (raw).
+func finish(rs []*Result, prices []Prices, window int) {
+	for _, r := range rs {
+		r.Cost = map[string]float64{}
+		r.Relative = map[string]float64{}
+		for _, p := range prices {
+			r.Cost[p.Name] = r.Usage.Cost(p)
+		}
+		r.Feasible = r.Usage.OverWindow == 0
+		if len(r.steps) > 0 {
+			r.StepP50, r.StepP99 = percentile(r.steps, 50), percentile(r.steps, 99)
+		}
+	}
+	for _, r := range rs {
+		for _, p := range prices {
+			if base := rs[0].Cost[p.Name]; base > 0 {
+				r.Relative[p.Name] = r.Cost[p.Name] / base
+			}
+		}
+	}
+}
+
+func percentile(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return float64(s[min(len(s)-1, len(s)*p/100)].Nanoseconds()) / 1000
+}
+
+func progress(w io.Writer, done, total int, name string) {
+	if w == nil {
+		return
+	}
+	const width = 30
+	n := done * width / max(1, total)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	fmt.Fprintf(w, "\r[%s%s] %d/%d %-40s", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, name)
+}

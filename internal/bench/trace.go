@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
+	"github.com/contextfold/contextfold/internal/trajectory"
+)
+
+// Trace is one trajectory prepared for replay.
+type Trace struct {
+	Name, Family string
+	// Msgs are Pi AgentMessage JSON, system messages excluded.
+	Msgs [][]byte
+	// Tr is the transcript of every message, for block texts and ids.
+	Tr *block.Transcript
+	// Tokens[i] is message i's cost as sent raw.
+	Tokens []int
+	// Requests[k] is the index of the assistant message request k precedes:
+	// request k sends Msgs[:Requests[k]].
+	Requests []int
+	// Output[k] is the token size of that assistant message.
+	Output []int
+	// System is the fixed system prompt and tool list plus the trajectory's
+	// own system text, in tokens.
+	System int
+	// Errors[i] are the distinct error lines of tool result i (nil otherwise).
+	Errors map[int][]string
+	// Lines[i] is the line count of message i's text, for placeholders.
+	Lines []int
+	// ToolResult[i] marks tool-result messages.
+	ToolResult []bool
+}
+
+// DefaultSystemTokens is the fixed system prompt and tool list: Pi 1.6's own
+// default prompt (2,238 characters) and tool declarations (3,202 characters
+// of JSON for read, bash, edit, write), measured from a recorded request,
+// plus context-fold's two tools.
+const DefaultSystemTokens = 1_650
+
+// Load reads and prepares a trajectory file.
+func Load(path string, systemTokens int) (*Trace, error) {
+	ms, err := trajectory.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	return Prepare(name, trajectory.Family(path), ms, systemTokens), nil
+}
+
+// Prepare builds a trace from trajectory messages.
+func Prepare(name, family string, ms []trajectory.Message, systemTokens int) *Trace {
+	c := trajectory.ToPi(ms)
+	t := &Trace{Name: name, Family: family, Msgs: c.Messages, Tr: block.Linearize(c.Messages), Errors: map[int][]string{}}
+	t.System = systemTokens + tokens.Estimate(c.System)
+	t.Tokens = make([]int, len(t.Msgs))
+	t.Lines = make([]int, len(t.Msgs))
+	t.ToolResult = make([]bool, len(t.Msgs))
+	for i := range t.Msgs {
+		for _, b := range t.Tr.MessageBlocks(i) {
+			t.Tokens[i] += b.Tokens
+			t.Lines[i] += strings.Count(b.Text, "\n") + 1
+			if b.Kind == block.ToolResult {
+				t.ToolResult[i] = true
+				seen := map[string]bool{}
+				for _, l := range risk.Lines(b.Text, risk.Error) {
+					s := tokens.Trim(l.Text)
+					if s != "" && !seen[s] {
+						seen[s] = true
+						t.Errors[i] = append(t.Errors[i], s)
+					}
+				}
+			}
+		}
+		if c.Assistant[i] && i > 0 {
+			t.Requests = append(t.Requests, i)
+			t.Output = append(t.Output, t.Tokens[i])
+		}
+	}
+	return t
+}
+
+// String names the trace.
+func (t *Trace) String() string { return fmt.Sprintf("%s/%s", t.Family, t.Name) }
+
+// key identifies message i rendered in variant v.
+func key(i int, v uint64) uint64 { return uint64(i)<<20 | v&0xFFFFF }
+
+// systemKey is the system prompt's segment key.
+const systemKey = 1 << 62

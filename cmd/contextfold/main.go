@@ -30,6 +30,9 @@ func commands() []command {
 		{"serve", "contextfold serve", "run the engine for the Pi adapter (stdio protocol)", serveCmd},
 		{"demo", "contextfold demo [-window N] [-svg file]", "replay a bundled real session through context-fold and raw", demoCmd},
 		{"bench", "contextfold bench [flags] [trajectories]...", "replay sessions through context policies and price them", benchCmd},
+		{"inspect", "contextfold inspect [-json] <session.jsonl>", "fold events, layers, codes and recall availability of a Pi session file", inspectCmd},
+		{"recall", "contextfold recall <session.jsonl> <code> [-grep T] [-lines a-b]", "read a folded block back from a session file, sha256-verified", recallCmd},
+		{"handoff", "contextfold handoff <session.jsonl> -goal \"…\"", "write the /fold-handoff seed for a session file", handoffCmd},
 		{"lexicon", "contextfold lexicon <trajectories>...", "measure the error lexicon on tool outputs", lexiconCmd},
 	}
 }

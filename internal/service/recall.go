@@ -121,6 +121,16 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 			rec, ok = ss.eng.Registry().ByCode(code)
 		}
 		if !ok {
+			if m, f, found := s.fromParent(ss, led, code, opts); found {
+				if f != nil {
+					failures = append(failures, *f)
+					det.Errors = append(det.Errors, code)
+				} else {
+					matches = append(matches, *m)
+					det.Recalled = append(det.Recalled, code)
+				}
+				continue
+			}
 			det.Missing = append(det.Missing, raw)
 			continue
 		}
@@ -234,4 +244,40 @@ func renderUnfold(ss *session, raw []string, res []engine.UnfoldResult) *ToolRes
 		}
 	}
 	return &ToolResult{Text: recall.RenderUnfold(u), Details: det}
+}
+
+// fromParent serves a code this session never folded from the session it
+// was handed off from, verified against the parent's session file and
+// labelled as such. found is false when there is no parent or the parent
+// never folded the code either.
+func (s *Service) fromParent(ss *session, led *ledger.Ledger, code string, opts recall.Options) (*recall.Match, *recall.Failure, bool) {
+	p := s.parentFor(ss, led)
+	if p == nil {
+		return nil, nil, false
+	}
+	if p.err != nil {
+		return nil, &recall.Failure{Code: code, Message: recall.Unavailable("the parent session file " + p.file + " cannot be read (" + p.err.Error() + ")")}, true
+	}
+	rec, ok := p.codes[code]
+	if !ok {
+		return nil, nil, false
+	}
+	tool := rec.Tool
+	if tool == "" {
+		tool = rec.Kind
+	}
+	f, err := p.led.Locate(rec.ID, rec.SHA256)
+	if err != nil {
+		why := recall.WhyNotFound(code)
+		if errors.Is(err, ledger.ErrSHAMismatch) {
+			why = recall.WhyMismatch(code)
+		}
+		return nil, &recall.Failure{Code: code, Message: recall.Unavailable(why + " (parent session " + p.file + ")")}, true
+	}
+	note := recall.Verified
+	if rec.SHA256 == "" {
+		note = recall.Legacy
+	}
+	out, sliceNote := recall.Slice(f.Text, opts, recall.SourceParent)
+	return &recall.Match{Code: code, Label: recall.ParentLabel(tool), Note: recall.Notes(note, "from "+p.file, sliceNote), Text: out}, nil, true
 }

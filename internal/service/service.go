@@ -51,22 +51,26 @@ type Service struct {
 	mu  sync.Mutex
 	s   *session
 	cfg engine.Config
+	ctx context.Context // the request being served, for calls back to the adapter
 }
 
 type session struct {
-	id, file, dir string
-	eng           *engine.Engine
-	index         *indexfile.Store
-	sentVersion   int
-	sentLayers    map[int]bool
-	responses     int
-	cacheRead     int
-	events        int
-	masked        int
-	led           *ledger.Ledger
-	recalls       map[string]int // recall count per code (churn)
-	turns         int
-	recallCalls   int
+	id, file, dir  string
+	eng            *engine.Engine
+	index          *indexfile.Store
+	sentVersion    int
+	sentLayers     map[int]bool
+	responses      int
+	cacheRead      int
+	events         int
+	masked         int
+	led            *ledger.Ledger
+	parent         *parent // the session this one was handed off from
+	pendingCompact int     // seq of a compaction that has not completed yet
+	compactions    int
+	recalls        map[string]int // recall count per code (churn)
+	turns          int
+	recallCalls    int
 }
 
 // New returns a service answering on conn.
@@ -74,7 +78,7 @@ func New(conn *protocol.Conn, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{conn: conn, log: log, now: time.Now}
+	return &Service{conn: conn, log: log, now: time.Now, ctx: context.Background()}
 }
 
 // Hello is the engine's first frame.
@@ -87,6 +91,7 @@ type Hello struct {
 func (s *Service) Handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ctx = ctx
 	switch method {
 	case "open":
 		var p OpenParams
@@ -121,6 +126,24 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 		return s.recall(p)
 	case "status":
 		return s.status(), nil
+	case "compact":
+		var p CompactParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.compact(p)
+	case "compacted":
+		var p CompactedParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.compacted(p)
+	case "handoff":
+		var p HandoffParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.handoff(p)
 	}
 	return nil, &protocol.Error{Code: protocol.CodeNoMethod, Message: "unknown method " + method}
 }
@@ -188,15 +211,8 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		recalls:    map[string]int{},
 	}
 	res := &OpenResult{IndexPath: ss.index.Path(), Warnings: conf.Warnings, Config: conf.Values}
-	var entries []engine.Entry
-	for _, raw := range p.Entries {
-		var en engine.Entry
-		if err := json.Unmarshal(raw, &en); err != nil || en.V == 0 {
-			res.Skipped++
-			continue
-		}
-		entries = append(entries, en)
-	}
+	entries, bad := decodeEntries(p.Entries)
+	res.Skipped += bad
 	skipped, err := ss.eng.Replay(entries)
 	res.Skipped += skipped
 	if err != nil {

@@ -252,3 +252,65 @@ func TestUnfoldAndResync(t *testing.T) {
 		t.Fatalf("resync length %d", out.Len)
 	}
 }
+
+func TestCompactionRecordsEveryLeavingBlockPerBlock(t *testing.T) {
+	c, ad := start(t)
+	dir := t.TempDir()
+	call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir}, nil)
+	msgs := messages(6, "")
+	// Two results whose ids share a fold code (r:call_179599 / r:call_362382).
+	for _, id := range []string{"call_179599", "call_362382"} {
+		msgs = append(msgs,
+			json.RawMessage(`{"role":"assistant","content":[{"type":"toolCall","id":"`+id+`","name":"bash","arguments":{"command":"x"}}],"responseId":"r`+id+`","timestamp":900}`),
+			json.RawMessage(`{"role":"toolResult","toolCallId":"`+id+`","toolName":"bash","content":[{"type":"text","text":"ERROR: in `+id+`\nsrc/app/main.go"}],"isError":true,"timestamp":901}`))
+	}
+	turn(t, c, 0, msgs, 1_000_000) // nothing folds at this window
+	var res CompactResult
+	if err := call(t, c, "compact", CompactParams{Messages: msgs}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Skipped) != 1 || res.Skipped[0] != "r:call_362382" || res.Recorded != 7 {
+		t.Fatalf("recorded %d skipped %v", res.Recorded, res.Skipped)
+	}
+	if len(ad.entries) != 1 || !strings.Contains(string(ad.entries[0]), `"trigger":"compact"`) || strings.Contains(string(ad.entries[0]), `"digest"`) {
+		t.Fatalf("compaction entry: %.300s", ad.entries)
+	}
+	for _, want := range []string{"ERROR: in call_179599", "ERROR: step 3 failed", "`src/app/main.go`", digest.Tag(digest.Code("r:c2"))} {
+		if !strings.Contains(res.Summary, want) {
+			t.Fatalf("summary lacks %q:\n%s", want, res.Summary)
+		}
+	}
+	// Recall covers the compacted span once the blocks leave live history.
+	turn(t, c, 0, msgs[len(msgs)-1:], 1_000_000)
+	var rr ToolResult
+	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c2")}, Entries: entriesOf(msgs)}, &rr)
+	if !strings.Contains(rr.Text, "sha256 verified") || !strings.Contains(rr.Text, "ERROR: step 2 failed") {
+		t.Fatalf("recall after compaction:\n%.300s", rr.Text)
+	}
+	// Counted when it completes; the second completed one warns; a failed
+	// one is retracted from the seed index.
+	var done CompactResult
+	call(t, c, "compacted", CompactedParams{OK: true}, &done)
+	if done.Warning != "" {
+		t.Fatal("first compaction warned")
+	}
+	call(t, c, "compact", CompactParams{Messages: msgs[:3]}, &res)
+	call(t, c, "compacted", CompactedParams{OK: false}, &done)
+	rs, _, _ := indexfile.Open(indexfile.Dir(dir, "s1")).Read()
+	if len(rs) != 1 {
+		t.Fatalf("a failed compaction's index record was not retracted: %d records", len(rs))
+	}
+	call(t, c, "compact", CompactParams{Messages: msgs[:3]}, &res)
+	call(t, c, "compacted", CompactedParams{OK: true}, &done)
+	if done.Warning == "" {
+		t.Fatal("no warning after the second completed compaction")
+	}
+}
+
+func entriesOf(msgs []json.RawMessage) string {
+	var lines []string
+	for i, m := range msgs {
+		lines = append(lines, fmt.Sprintf(`{"type":"message","id":"e%d","parentId":null,"timestamp":"t","message":%s}`, i, m))
+	}
+	return strings.Join(lines, "\n")
+}

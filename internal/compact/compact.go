@@ -1,0 +1,247 @@
+// Package compact renders the deterministic summary that replaces Pi's LLM
+// compaction, and the handoff seed for a fresh session: a bounded, verbatim
+// index of a span of history — what the user asked, files touched, commands
+// run, error lines, identifiers, and a recovery pointer (fold code) per
+// block — plus how to get any detail back.
+//
+// Nothing is paraphrased: every string is copied from the blocks, so the
+// summary cannot invent an instruction. The same blocks always render to the
+// same bytes. The text fits a budget; when it does not, whole items are cut,
+// least valuable section first and oldest item first: identifiers, then
+// recovery pointers, files, commands, the carried earlier summary, error
+// lines, and user intents last.
+package compact
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/seedindex"
+	"github.com/contextfold/contextfold/internal/tokens"
+)
+
+// Marker is in the heading of every rendering, so a compaction entry can be
+// told apart from one Pi's model wrote.
+const Marker = "(deterministic: no model wrote this)"
+
+// DefaultBudget bounds a rendering, in UTF-16 units (about 3,000 tokens).
+const DefaultBudget = 12_000
+
+// Per-section caps, applied before the budget.
+const (
+	maxUsers, maxFiles, maxCommands, maxErrors, maxIdents, maxPointers = 40, 60, 40, 48, 80, 60
+	carriedMax                                                         = 4_000
+)
+
+// Input is what one rendering covers.
+type Input struct {
+	// Title is the heading, e.g. "Compaction summary".
+	Title string
+	// Blocks are the history, in order.
+	Blocks []block.Block
+	// Codes maps a block id to its fold code, for blocks with a fold record.
+	Codes map[string]string
+	// SessionFile names the session file holding every byte.
+	SessionFile string
+	// Carried is an earlier summary (Pi's previousSummary), shown last and
+	// marked unverified.
+	Carried string
+	// Budget bounds the text in UTF-16 units; 0 means DefaultBudget.
+	Budget int
+}
+
+type section struct {
+	title string
+	items []string
+	cut   int
+	// inline sections render their items on one line joined by " · ".
+	inline bool
+}
+
+func (s *section) size() int {
+	n := 0
+	for _, it := range s.items {
+		n += tokens.Units(it) + 3
+	}
+	if len(s.items) > 0 {
+		n += tokens.Units(s.title) + 4
+	}
+	return n
+}
+
+// Render writes the summary.
+func Render(in Input) string {
+	budget := in.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	calls := map[string]*block.Block{}
+	for i := range in.Blocks {
+		if b := &in.Blocks[i]; b.Kind == block.ToolCall && b.CallID != "" {
+			calls[b.CallID] = b
+		}
+	}
+	tag := func(turn int, id string) string {
+		s := "turn " + strconv.Itoa(turn)
+		if c, ok := in.Codes[id]; ok {
+			s += " · " + digest.Tag(c)
+		}
+		return "[" + s + "]"
+	}
+	var users, files, cmds, errs, idents, pointers []string
+	seenFile, seenIdent, seenErr, seenUser := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	addFile := func(f string) {
+		if f != "" && !seenFile[f] {
+			seenFile[f] = true
+			files = append(files, "`"+f+"`")
+		}
+	}
+	for i := range in.Blocks {
+		b := &in.Blocks[i]
+		switch b.Kind {
+		case block.User:
+			if l := tokens.FirstLine(b.Text, 200); l != "" && !seenUser[l] {
+				seenUser[l] = true
+				users = append(users, "[turn "+strconv.Itoa(b.Turn)+"] "+l)
+			}
+		case block.ToolCall:
+			fs, cmd := seedindex.CallFacts(b)
+			for _, f := range fs {
+				addFile(f)
+			}
+			if cmd != "" {
+				resultID := "r:" + b.CallID
+				cmds = append(cmds, tag(b.Turn, resultID)+" `"+strings.ReplaceAll(cmd, "`", "'")+"`")
+			}
+		case block.ToolResult:
+			lines := risk.Lines(b.Text, risk.Error)
+			f := seedindex.ExtractLines(b.Text, lines)
+			for _, p := range f.Files {
+				addFile(p)
+			}
+			for _, e := range f.Errors {
+				if !seenErr[e] {
+					seenErr[e] = true
+					errs = append(errs, tag(b.Turn, b.ID)+" "+e)
+				}
+			}
+			for _, id := range f.Identifiers {
+				if !seenIdent[id] {
+					seenIdent[id] = true
+					idents = append(idents, "`"+id+"`")
+				}
+			}
+			if c, ok := in.Codes[b.ID]; ok {
+				name := b.ToolName
+				if call, ok := calls[b.CallID]; ok && name == "" {
+					name = call.ToolName
+				}
+				pointers = append(pointers, fmt.Sprintf("%s %s · turn %d · %d lines", digest.Tag(c), name, b.Turn, strings.Count(b.Text, "\n")+1))
+			}
+		case block.Thinking:
+			if c, ok := in.Codes[b.ID]; ok {
+				pointers = append(pointers, fmt.Sprintf("%s thinking · turn %d", digest.Tag(c), b.Turn))
+			}
+		}
+	}
+	// Oldest items go first when a section is over its cap.
+	capped := func(title string, xs []string, n int, inline bool) *section {
+		kept := newest(xs, n)
+		return &section{title: title, items: kept, cut: len(xs) - len(kept), inline: inline}
+	}
+	secs := []*section{
+		capped("Exact identifiers (grep keys for recall_folded)", idents, maxIdents, true),
+		capped("Recovery pointers", pointers, maxPointers, false),
+		capped("Files touched", files, maxFiles, true),
+		capped("Commands run", cmds, maxCommands, false),
+		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", carried(in.Carried), 1, false),
+		capped("Error lines (verbatim)", errs, maxErrors, false),
+		capped("User intents (first lines, in order)", users, maxUsers, false),
+	}
+	header := headerText(in)
+	total := tokens.Units(header)
+	for _, s := range secs {
+		total += s.size()
+	}
+	for _, s := range secs { // cut order: the slice order
+		for total > budget && len(s.items) > 0 {
+			total -= tokens.Units(s.items[0]) + 3
+			s.items = s.items[1:]
+			s.cut++
+			if len(s.items) == 0 {
+				total -= tokens.Units(s.title) + 4
+			}
+		}
+	}
+	// Render in reading order: intents, files, commands, errors,
+	// identifiers, pointers, carried.
+	order := []*section{secs[6], secs[2], secs[3], secs[5], secs[0], secs[1], secs[4]}
+	var sb strings.Builder
+	sb.WriteString(header)
+	for _, s := range order {
+		if len(s.items) == 0 {
+			if s.cut > 0 && s != secs[4] {
+				fmt.Fprintf(&sb, "\n## %s\n(%d cut to fit the summary's budget; recall_folded search=<term> still finds them)\n", s.title, s.cut)
+			}
+			continue
+		}
+		fmt.Fprintf(&sb, "\n## %s\n", s.title)
+		if s.cut > 0 && s != secs[4] {
+			fmt.Fprintf(&sb, "(%d older cut to fit the summary's budget)\n", s.cut)
+		}
+		if s.inline {
+			sb.WriteString(strings.Join(s.items, " · "))
+			sb.WriteByte('\n')
+			continue
+		}
+		for _, it := range s.items {
+			if s == secs[4] {
+				sb.WriteString(it)
+				sb.WriteByte('\n')
+				continue
+			}
+			sb.WriteString("- " + it + "\n")
+		}
+	}
+	return strings.TrimRight(sb.String(), "\n")
+}
+
+// newest keeps the newest n items.
+func newest(xs []string, n int) []string {
+	if len(xs) <= n {
+		return xs
+	}
+	return xs[len(xs)-n:]
+}
+
+func carried(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	if tokens.Units(s) > carriedMax {
+		s = tokens.SafeSlice(s, carriedMax) + tokens.Ellipsis
+	}
+	return []string{s}
+}
+
+func headerText(in Input) string {
+	title := in.Title
+	if title == "" {
+		title = "Compaction summary"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# %s %s\n\n", title, Marker)
+	sb.WriteString("Everything below is copied verbatim from the session; nothing is paraphrased.\n")
+	sb.WriteString("Every byte of the history is kept in the session file")
+	if in.SessionFile != "" {
+		sb.WriteString(" " + in.SessionFile)
+	}
+	sb.WriteString(".\nTo recover detail: `recall_folded search=<term>` finds which folded block holds a term;\n")
+	sb.WriteString("`recall_folded <code>` (optionally grep=<term> or lines=<a-b>) reads one back, sha256-verified.\n")
+	return sb.String()
+}

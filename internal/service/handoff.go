@@ -1,0 +1,160 @@
+package service
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/compact"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/indexfile"
+	"github.com/contextfold/contextfold/internal/ledger"
+	"github.com/contextfold/contextfold/internal/registry"
+)
+
+// SeedHeading starts every handoff seed; ParentPrefix names the parent
+// session file inside it, so a session started from the seed can resolve the
+// parent's fold codes.
+const (
+	SeedHeading  = "# Session handoff seed"
+	ParentPrefix = "Parent session: "
+)
+
+// HandoffParams ask for a handoff seed.
+type HandoffParams struct {
+	Goal string `json:"goal"`
+	// Leaf is the active branch's leaf entry id ("" for the file's last).
+	Leaf string `json:"leaf,omitempty"`
+	// Entries are the session's entries (JSON lines) when it has no file.
+	Entries string `json:"entries,omitempty"`
+}
+
+// HandoffResult is the written seed.
+type HandoffResult struct {
+	Path string `json:"path"`
+	Seed string `json:"seed"`
+	// Temporary is set when the session has no directory and the seed was
+	// written to the system's temporary directory instead.
+	Temporary bool `json:"temporary,omitempty"`
+}
+
+// RenderSeed is the handoff seed: the goal verbatim, the parent session
+// file, and the bounded index of the whole active branch. It has no clock
+// in it: the same session and goal give the same bytes.
+func RenderSeed(goal, parentFile string, blocks []block.Block, codes map[string]string) string {
+	var b strings.Builder
+	b.WriteString(SeedHeading + "\n\n")
+	if parentFile != "" {
+		b.WriteString(ParentPrefix + parentFile + "\n\n")
+	}
+	b.WriteString("> Everything below is copied verbatim from the parent session: no model wrote any of it, so\n")
+	b.WriteString("> identifiers, paths, commands and error strings are exactly as they appeared. The parent's\n")
+	b.WriteString("> {#code FOLDED} codes still work here: recall_folded reads them from the parent session file.\n\n")
+	b.WriteString("## Goal for the next session\n\n")
+	if g := strings.TrimSpace(goal); g != "" {
+		b.WriteString(goal)
+	} else {
+		b.WriteString("(not stated — say what to do next)")
+	}
+	b.WriteString("\n\n")
+	b.WriteString(compact.Render(compact.Input{Title: "Parent session index", Blocks: blocks, Codes: codes, SessionFile: parentFile}))
+	return b.String()
+}
+
+func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	led, err := s.ledgerFor(ss, []byte(p.Entries))
+	if err != nil {
+		return nil, fmt.Errorf("handoff: %w", err)
+	}
+	var msgs [][]byte
+	for _, e := range led.Branch(p.Leaf) {
+		if e.Type == "message" && e.Message != nil {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	tr := block.Linearize(msgs)
+	codes := map[string]string{}
+	for _, rec := range ss.eng.Registry().All() {
+		codes[rec.ID] = rec.Code
+	}
+	seed := RenderSeed(p.Goal, ss.file, tr.Blocks(), codes)
+	res := &HandoffResult{Seed: seed}
+	dir := indexfile.Dir(ss.dir, ss.id)
+	if dir == "" {
+		// No session directory (--no-session): never write into the user's
+		// tree (EDGES 22).
+		dir, res.Temporary = filepath.Join(os.TempDir(), "context-fold", ss.id), true
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("handoff: %w", err)
+	}
+	res.Path = filepath.Join(dir, "handoff-"+ss.id+".md")
+	if err := os.WriteFile(res.Path, []byte(seed), 0o644); err != nil {
+		return nil, fmt.Errorf("handoff: %w", err)
+	}
+	return res, nil
+}
+
+// parent is the session a handoff seed came from: its ledger and its fold
+// records by code.
+type parent struct {
+	file  string
+	led   *ledger.Ledger
+	codes map[string]registry.Record
+	err   error
+}
+
+// parentFor finds the handoff seed in this session (the first user message
+// that starts with SeedHeading) and opens the parent session it names.
+func (s *Service) parentFor(ss *session, led *ledger.Ledger) *parent {
+	if ss.parent != nil || led == nil {
+		return ss.parent
+	}
+	for _, e := range led.Messages() {
+		tr := block.Linearize([][]byte{e.Message})
+		bs := tr.Blocks()
+		if len(bs) == 0 || bs[0].Kind != block.User {
+			continue
+		}
+		text := bs[0].Text
+		if !strings.HasPrefix(text, SeedHeading) {
+			return nil // only the session's first user message can be a seed
+		}
+		sc := bufio.NewScanner(strings.NewReader(text))
+		for sc.Scan() {
+			if f, ok := strings.CutPrefix(sc.Text(), ParentPrefix); ok {
+				ss.parent = openParent(strings.TrimSpace(f))
+				return ss.parent
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+func openParent(file string) *parent {
+	p := &parent{file: file, codes: map[string]registry.Record{}}
+	p.led, p.err = ledger.ReadFile(file)
+	if p.err != nil {
+		return p
+	}
+	var raws []json.RawMessage
+	for _, e := range p.led.Custom(CustomType) {
+		raws = append(raws, e.Data)
+	}
+	entries, _ := decodeEntries(raws)
+	e := engine.New(engine.Config{})
+	e.Replay(entries)
+	for _, rec := range e.Registry().All() {
+		p.codes[rec.Code] = *rec
+	}
+	return p
+}

@@ -3,13 +3,10 @@
 // messages to it and applies the substitutions it returns. Every decision —
 // what folds, when, into which bytes — is the engine's.
 import { type ExtensionAPI, getAgentDir } from "@earendil-works/pi-coding-agent";
+import { CacheWarning, show } from "./advisory.ts";
+import { contextFoldCommand } from "./menu.ts";
 import { disabled, PREFIX, Session } from "./session.ts";
 import { RECALL, UNFOLD, recallParams, unfoldParams } from "./tools.ts";
-
-/** CONTEXTFOLD_COMPACT: det (default) or native (Pi's own LLM compaction). */
-function compactMode(): "det" | "native" {
-	return (process.env.CONTEXTFOLD_COMPACT ?? "").trim().toLowerCase() === "native" ? "native" : "det";
-}
 
 /** A session without a file sends its entries for the engine to read. */
 function noSessionEntries(ctx: { sessionManager: { getSessionFile(): string | undefined; getEntries(): unknown[] } }): { entries?: string } {
@@ -29,21 +26,29 @@ export default function contextFold(pi: ExtensionAPI): void {
 	const host = { appendEntry: (t: string, d: unknown) => pi.appendEntry(t, d), agentDir: getAgentDir() };
 	let session: Session | null = null;
 	const current = () => (session ??= new Session(host));
+	const warning = new CacheWarning((method, params) => current().ask(method, params));
 
-	pi.on("session_start", async (_event, ctx) => {
-		session?.close();
+	const begin = async (ctx: any) => {
+		warning.reset();
 		session = new Session(host);
 		await session.start(ctx).catch(() => {});
+		try {
+			session.footer(ctx, (await session.call(ctx, "status", {})).footer);
+		} catch {}
+		await warning.refresh(ctx);
+	};
+	pi.on("session_start", async (_event, ctx) => {
+		session?.close();
+		await begin(ctx);
 	});
 	pi.on("session_tree", async (_event, ctx) => {
 		// Fold state is event-sourced from the whole session file; re-open so the
 		// engine replays it, and resend the new branch's context in full.
-		const s = current();
-		s.close();
-		session = new Session(host);
-		await session.start(ctx).catch(() => {});
+		current().close();
+		await begin(ctx);
 	});
 	pi.on("session_shutdown", () => {
+		warning.reset();
 		session?.close();
 		session = null;
 	});
@@ -51,16 +56,54 @@ export default function contextFold(pi: ExtensionAPI): void {
 		await current().onContext(event.messages as any[], ctx);
 		return undefined; // substitutions were applied in place
 	});
-	pi.on("message_end", (event) => {
+	pi.on("message_end", async (event, ctx) => {
 		const m: any = event.message;
-		if (m?.role === "assistant" && m.usage) current().usage(m.usage);
+		if (m?.role !== "assistant" || !m.usage) return;
+		try {
+			const u = m.usage;
+			const res = await current().call(ctx, "usage", {
+				input: u.input ?? 0, output: u.output ?? 0, cacheRead: u.cacheRead ?? 0, cacheWrite: u.cacheWrite ?? 0,
+				provider: m.provider, model: m.model, at: m.timestamp, stopReason: m.stopReason,
+			});
+			for (const n of res.notices ?? []) show(ctx, n);
+			current().footer(ctx, res.footer);
+		} catch {}
+	});
+	pi.on("agent_start", () => warning.pause());
+	pi.on("agent_settled", async (_event, ctx) => {
+		try {
+			const res = await current().call(ctx, "settled", {});
+			for (const n of res.notices ?? []) show(ctx, n);
+			current().footer(ctx, res.footer);
+		} catch {}
+		await warning.refresh(ctx);
+	});
+	pi.on("model_select", async (event, ctx) => {
+		const prev = event.previousModel;
+		// A real model change makes the cache genuinely cold (EDGES 11).
+		if (event.source !== "restore" && prev && (prev.provider !== event.model.provider || prev.id !== event.model.id)) {
+			try {
+				await current().call(ctx, "modelChanged", {});
+			} catch {}
+		}
+		await warning.refresh(ctx);
+	});
+	pi.on("input", async (event, ctx) => warning.confirm(event as any, ctx));
+	pi.registerCommand("context-fold", {
+		description: "context-fold status and settings. Usage: /context-fold [status|config|discard-images]",
+		handler: async (args, ctx) => {
+			try {
+				await contextFoldCommand(args, ctx, (m, p) => current().call(ctx, m, p), warning);
+			} catch (e: any) {
+				show(ctx, { kind: "menu", level: "warning", text: `context-fold: ${e?.message ?? e}` });
+			}
+		},
 	});
 
 	// Deterministic hard compaction (CONTEXTFOLD_COMPACT=det, the default):
 	// a verbatim index instead of an LLM summary, no model request. Any
 	// failure returns nothing, and Pi's own compaction runs.
 	pi.on("session_before_compact", async (event, ctx) => {
-		if (compactMode() === "native") return undefined;
 		try {
 			const p = event.preparation;
 			const res = await current().call(ctx, "compact", {
@@ -70,6 +113,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 				leaf: ctx.sessionManager.getLeafId() ?? "",
 				...noSessionEntries(ctx),
 			});
+			if (res.native) return undefined; // CONTEXTFOLD_COMPACT=native: Pi's own
 			if (res.skipped?.length)
 				process.stderr.write(`${PREFIX} compaction: ${res.skipped.length} block(s) not recallable (record failed): ${res.skipped.join(", ")}\n`);
 			return {

@@ -175,6 +175,7 @@ export class Session {
 			if (res.rejected) process.stderr.write(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only\n`);
 			if (res.collisions?.length) process.stderr.write(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})\n`);
 			applyPlacements(messages, this.placements, this.layers);
+			this.footer(ctx, res.footer);
 		} catch (e: any) {
 			// Fail open: committed folds keep applying to the unchanged prefix;
 			// the engine restarts and resynchronises on the next request.
@@ -209,8 +210,18 @@ export class Session {
 		this.opening = null;
 	}
 
-	usage(u: unknown): void {
-		if (this.engine?.alive) this.engine.notify("usage", u);
+	/** Asks the engine with the context of the latest hook. */
+	async ask(method: string, params: Record<string, unknown>): Promise<any> {
+		if (!this.ctx) throw new EngineError("no session context yet", "closed");
+		return this.call(this.ctx, method, params);
+	}
+
+	/** Shows the engine's one-line status in Pi's footer (interactive only). */
+	footer(ctx: ExtensionContext, text: string | undefined): void {
+		if (!text || !ctx.hasUI) return;
+		try {
+			ctx.ui.setStatus("context-fold", text);
+		} catch {}
 	}
 }
 

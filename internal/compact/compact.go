@@ -41,6 +41,10 @@ const (
 type Input struct {
 	// Title is the heading, e.g. "Compaction summary".
 	Title string
+	// Seq, when set, numbers the rendering in its heading, so two
+	// compactions of one session never carry the same text (Pi finds the
+	// compaction entry it reports by its summary text).
+	Seq int
 	// Blocks are the history, in order.
 	Blocks []block.Block
 	// Codes maps a block id to its fold code, for blocks with a fold record.
@@ -235,6 +239,9 @@ func headerText(in Input) string {
 		title = "Compaction summary"
 	}
 	var sb strings.Builder
+	if in.Seq > 0 {
+		title += " #" + strconv.Itoa(in.Seq)
+	}
 	fmt.Fprintf(&sb, "# %s %s\n\n", title, Marker)
 	sb.WriteString("Everything below is copied verbatim from the session; nothing is paraphrased.\n")
 	sb.WriteString("Every byte of the history is kept in the session file")

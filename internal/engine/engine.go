@@ -223,6 +223,9 @@ type Request struct {
 	Reported int
 	// Cold is set while the session never had a live cache read.
 	Cold bool
+	// Paused skips the policy: frozen folds still apply, nothing new folds
+	// (a bridged transport that holds its own conversation).
+	Paused bool
 	// KnownVersion, when HaveVersion is set, is the placement version the
 	// caller already holds: Step then leaves Result.Placements nil if the
 	// version did not change, sparing a steady-state request the list.
@@ -299,7 +302,10 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	e.Sync(req.Keep, req.Append)
 	blocks := e.tr.Blocks()
 	view := e.buildView(req)
-	dec := e.cfg.Policy.Conduct(&view)
+	var dec policy.Decision
+	if !req.Paused {
+		dec = e.cfg.Policy.Conduct(&view)
+	}
 	res.Status = dec.Status
 	if len(dec.Fold) > 0 {
 		ev, collisions := e.lower(dec, &view, req)

@@ -34,6 +34,8 @@ type CompactResult struct {
 	Recorded int      `json:"recorded"`
 	Skipped  []string `json:"skipped,omitempty"`
 	Warning  string   `json:"warning,omitempty"`
+	// Native is set when the configuration leaves compaction to Pi.
+	Native bool `json:"native,omitempty"`
 }
 
 // CompactDetails is stored in Pi's compaction entry.
@@ -49,6 +51,9 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	ss := s.s
 	if ss == nil {
 		return nil, errNotOpen
+	}
+	if ss.conf.Compact == "native" {
+		return &CompactResult{Native: true}, nil
 	}
 	leaving := block.Linearize(rawsOf(p.Messages))
 	seq := ss.eng.LastSeq() + 1
@@ -138,7 +143,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	for _, rec := range ss.eng.Registry().All() {
 		all[rec.ID] = rec.Code
 	}
-	res.Summary = compact.Render(compact.Input{Title: "Compaction summary", Blocks: history, Codes: all, SessionFile: ss.file, Carried: p.PreviousSummary})
+	res.Summary = compact.Render(compact.Input{Title: "Compaction summary", Seq: seq, Blocks: history, Codes: all, SessionFile: ss.file, Carried: p.PreviousSummary})
 	return res, nil
 }
 

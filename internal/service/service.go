@@ -34,6 +34,7 @@ import (
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/telemetry"
 )
 
 // CustomType is the Pi custom entry type holding engine entries.
@@ -60,8 +61,13 @@ type session struct {
 	index          *indexfile.Store
 	sentVersion    int
 	sentLayers     map[int]bool
-	responses      int
-	cacheRead      int
+	tm             *telemetry.Telemetry
+	conf           config.Resolved
+	agentDir       string
+	status         policy.Status
+	window         int
+	dump           string
+	env            map[string]string
 	events         int
 	masked         int
 	led            *ledger.Ledger
@@ -106,12 +112,32 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 		}
 		return s.turn(ctx, p)
 	case "usage":
-		var u Usage
+		var u telemetry.Usage
 		if err := json.Unmarshal(params, &u); err != nil {
 			return nil, badRequest(method, err)
 		}
-		s.usage(u)
-		return nil, nil
+		return s.usage(u)
+	case "settled":
+		return s.settled()
+	case "forecast":
+		var p ForecastParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.forecast(p)
+	case "modelChanged":
+		if s.s != nil {
+			s.s.tm.Reset()
+		}
+		return true, nil
+	case "config":
+		return s.configView()
+	case "set":
+		var p SetParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.set(p)
 	case "unfold":
 		var p UnfoldParams
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -125,7 +151,7 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 		}
 		return s.recall(p)
 	case "status":
-		return s.status(), nil
+		return s.statusView(), nil
 	case "compact":
 		var p CompactParams
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -204,7 +230,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	conf := config.Resolve(p.Env, file)
 	cfg.Knobs = conf.Knobs
 	ss := &session{
-		id: p.SessionID, file: p.SessionFile, dir: p.SessionDir,
+		id: p.SessionID, file: p.SessionFile, dir: p.SessionDir, tm: telemetry.New(), conf: conf, agentDir: p.AgentDir, dump: p.Env["CONTEXTFOLD_DUMP"], env: p.Env,
 		eng:        engine.New(cfg),
 		index:      indexfile.Open(indexfile.Dir(p.SessionDir, p.SessionID)),
 		sentLayers: map[int]bool{},
@@ -224,6 +250,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		ss.eng.EnsureSeqAtLeast(floor)
 	}
 	s.s = ss
+	s.seedActivity(ss)
 	res.LastSeq = ss.eng.LastSeq()
 	res.Folds = ss.eng.Registry().Len()
 	res.Layers = ss.eng.Layers()
@@ -300,6 +327,7 @@ type TurnResult struct {
 	Rejected   string          `json:"rejected,omitempty"`
 	Collisions []string        `json:"collisions,omitempty"`
 	Status     policy.Status   `json:"status"`
+	Footer     string          `json:"footer"`
 }
 
 // EventSummary describes a committed fold event.
@@ -324,10 +352,13 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	}
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported,
-		Cold:         ss.responses >= 3 && ss.cacheRead == 0,
+		Cold:         ss.tm.Cold(),
+		Paused:       ss.tm.Bridged,
 		KnownVersion: ss.sentVersion, HaveVersion: !p.Full && ss.turns > 0,
 	}, &journal{s: s, ss: ss, ctx: ctx})
 	ss.turns++
+	ss.status = res.Status
+	ss.window = p.Window
 	out := &TurnResult{Len: ss.eng.Len(), Version: res.Version, Status: res.Status, Collisions: res.Collisions}
 	if res.Rejected != nil {
 		out.Rejected = res.Rejected.Error()
@@ -343,12 +374,17 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		out.Event = &EventSummary{Seq: res.Event.Seq, Trigger: string(res.Event.Trigger), Blocks: len(res.Event.Folds), Masked: saved}
 		ss.events++
 		ss.masked += saved
+		ss.tm.NoteFold(saved)
 	}
 	for _, l := range ss.eng.Layers() {
 		if p.Full || !ss.sentLayers[l.Seq] {
 			out.Layers = append(out.Layers, l)
 			ss.sentLayers[l.Seq] = true
 		}
+	}
+	out.Footer = s.footer(ss)
+	if ss.dump != "" {
+		s.writeDump(ss)
 	}
 	if res.Placements != nil || p.Full || res.Version != ss.sentVersion {
 		ps := make([][4]int, len(res.Placements))
@@ -359,24 +395,6 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		ss.sentVersion = res.Version
 	}
 	return out, nil
-}
-
-// Usage is an assistant response's usage as Pi reports it.
-type Usage struct {
-	Input      float64 `json:"input"`
-	Output     float64 `json:"output"`
-	CacheRead  float64 `json:"cacheRead"`
-	CacheWrite float64 `json:"cacheWrite"`
-}
-
-func (s *Service) usage(u Usage) {
-	if s.s == nil {
-		return
-	}
-	s.s.responses++
-	if u.CacheRead > 0 {
-		s.s.cacheRead += int(u.CacheRead)
-	}
 }
 
 // journal makes engine decisions durable: the seed-index record first (the
@@ -432,27 +450,4 @@ func (j *journal) persist(en engine.Entry) error {
 		return fmt.Errorf("persist %s entry: the adapter could not append it", en.Kind)
 	}
 	return nil
-}
-
-// StatusResult is the engine's state for display.
-type StatusResult struct {
-	Open      bool          `json:"open"`
-	Messages  int           `json:"messages"`
-	Layers    int           `json:"layers"`
-	Folds     int           `json:"folds"`
-	Events    int           `json:"events"`
-	Masked    int           `json:"masked"`
-	LastSeq   int           `json:"lastSeq"`
-	Responses int           `json:"responses"`
-	CacheRead int           `json:"cacheRead"`
-	Status    policy.Status `json:"status"`
-}
-
-func (s *Service) status() *StatusResult {
-	ss := s.s
-	if ss == nil {
-		return &StatusResult{}
-	}
-	return &StatusResult{Open: true, Messages: ss.eng.Len(), Layers: len(ss.eng.Layers()), Folds: ss.eng.Registry().Len(),
-		Events: ss.events, Masked: ss.masked, LastSeq: ss.eng.LastSeq(), Responses: ss.responses, CacheRead: ss.cacheRead}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,4 +314,69 @@ func entriesOf(msgs []json.RawMessage) string {
 		lines = append(lines, fmt.Sprintf(`{"type":"message","id":"e%d","parentId":null,"timestamp":"t","message":%s}`, i, m))
 	}
 	return strings.Join(lines, "\n")
+}
+
+func TestDumpAndDebugLine(t *testing.T) {
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	server := protocol.NewConn(sw)
+	client := protocol.NewConn(cw)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc := New(server, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go server.Serve(ctx, sr, svc)
+	go client.Serve(ctx, cr, &adapter{})
+	dump := filepath.Join(t.TempDir(), "dump.jsonl")
+	call(t, client, "open", OpenParams{SessionID: "s1", Env: map[string]string{"CONTEXTFOLD_DUMP": dump}}, nil)
+	msgs := messages(30, "")
+	turn(t, client, 0, msgs, 16_000)
+	turn(t, client, len(msgs), nil, 16_000)
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d dumped views, want one per request", len(lines))
+	}
+	var view struct {
+		Turn     int
+		Messages []json.RawMessage
+	}
+	if json.Unmarshal([]byte(lines[1]), &view) != nil || len(view.Messages) != len(msgs) || !strings.Contains(lines[1], "FOLDED}") {
+		t.Fatalf("dumped view: %.200s", lines[1])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "msg=turn"); n != 2 {
+		t.Fatalf("%d debug lines, want one per request:\n%s", n, logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestCompactionCutInsideOpeningTurn (EDGES 1): Pi can hand over an empty
+// messagesToSummarize and only the opening turn's prefix; the summary must
+// still carry the user's opening request.
+func TestCompactionCutInsideOpeningTurn(t *testing.T) {
+	c, _ := start(t)
+	call(t, c, "open", OpenParams{SessionID: "s1"}, nil)
+	opening := json.RawMessage(`{"role":"user","content":[{"type":"text","text":"opening task: port the parser to Go\nwith tests"}],"timestamp":1}`)
+	var res CompactResult
+	if err := call(t, c, "compact", CompactParams{Messages: []json.RawMessage{opening}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Summary, "[turn 1] opening task: port the parser to Go") {
+		t.Fatalf("the opening request is lost:\n%s", res.Summary)
+	}
+	var res2 CompactResult
+	call(t, c, "compact", CompactParams{Messages: []json.RawMessage{opening}}, &res2)
+	if res.Summary == res2.Summary {
+		t.Fatal("two compactions of one session rendered the same text")
+	}
 }

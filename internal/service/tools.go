@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/tokens"
+
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
@@ -40,6 +43,16 @@ func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, erro
 	res, err := ss.eng.Unfold(p.Codes, &journal{s: s, ss: ss, ctx: ctx})
 	if err != nil {
 		return &ToolResult{Text: "unfold failed: " + err.Error(), IsError: true}, nil
+	}
+	for _, r := range res {
+		if r.Status != engine.Released {
+			continue
+		}
+		if b, ok := ss.eng.Live(r.ID); ok {
+			if rec, ok := ss.eng.Registry().Get(r.ID); ok {
+				ss.tm.NoteUnfold(b.Tokens - tokens.Block(rec.Digest))
+			}
+		}
 	}
 	return renderUnfold(ss, p.Codes, res), nil
 }

@@ -1,0 +1,314 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/config"
+	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/telemetry"
+)
+
+// Notices are messages for the user, each shown once.
+type Notices struct {
+	Notices []telemetry.Notice `json:"notices,omitempty"`
+	Footer  string             `json:"footer"`
+}
+
+func (s *Service) usage(u telemetry.Usage) (*Notices, error) {
+	ss := s.s
+	if ss == nil {
+		return &Notices{}, nil
+	}
+	return &Notices{Notices: ss.tm.Observe(u), Footer: s.footer(ss)}, nil
+}
+
+// settled runs the advisor at the end of an agent run.
+func (s *Service) settled() (*Notices, error) {
+	ss := s.s
+	if ss == nil {
+		return &Notices{}, nil
+	}
+	return &Notices{Notices: ss.tm.Settled(), Footer: s.footer(ss)}, nil
+}
+
+// ForecastParams ask whether an idle session's cache has probably expired.
+type ForecastParams struct {
+	Now      int64  `json:"now"` // Unix ms
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Tokens   int    `json:"tokens"` // Pi's current context estimate, 0 if unknown
+	// Check asks only whether a prompt sent now is risky (for the opt-in
+	// confirmation), without consuming the once-per-interval notice.
+	Check bool `json:"check,omitempty"`
+}
+
+// ForecastResult answers a forecast.
+type ForecastResult struct {
+	RemainingMs int64             `json:"remainingMs"`
+	Notice      *telemetry.Notice `json:"notice,omitempty"`
+	Risky       bool              `json:"risky,omitempty"`
+	Text        string            `json:"text,omitempty"`
+	Confirm     bool              `json:"confirm"` // the opt-in confirmation is on
+}
+
+func (s *Service) forecast(p ForecastParams) (*ForecastResult, error) {
+	ss := s.s
+	if ss == nil {
+		return &ForecastResult{}, nil
+	}
+	idle := ss.conf.IdleFor(p.Provider)
+	res := &ForecastResult{Confirm: ss.conf.ConfirmCold && idle > 0}
+	if p.Check {
+		res.Risky, res.Text = ss.tm.Risky(p.Now, p.Provider, p.Model, idle, p.Tokens)
+		return res, nil
+	}
+	res.RemainingMs, res.Notice = ss.tm.Forecast(p.Now, p.Provider, p.Model, idle, p.Tokens)
+	return res, nil
+}
+
+// seedActivity reads the completions already on the active branch, so a
+// resumed session knows when its cache was last warm.
+func (s *Service) seedActivity(ss *session) {
+	if ss.file == "" {
+		return
+	}
+	led, err := s.ledgerFor(ss, nil)
+	if err != nil {
+		return
+	}
+	for _, e := range led.Branch("") {
+		if e.Type != "message" || e.Message == nil {
+			continue
+		}
+		var m struct {
+			Role, Provider, Model, StopReason string
+			Timestamp                         float64
+			Usage                             *telemetry.Usage
+		}
+		if json.Unmarshal(e.Message, &m) != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
+			continue
+		}
+		ss.tm.Activity(m.Provider, m.Model, int64(m.Timestamp), m.Usage.Prompt())
+	}
+}
+
+// Status is the state shown by /context-fold status and the footer.
+type Status struct {
+	Lines  []string       `json:"lines"`
+	Flags  []string       `json:"flags"`
+	Footer string         `json:"footer"`
+	Level  string         `json:"level"`
+	Config []config.Value `json:"config"`
+	// Telemetry figures, for tests and machines.
+	HitRatio     float64 `json:"hitRatio"`
+	Events       int     `json:"foldEvents"`
+	Masked       int     `json:"maskedPerRequest"`
+	Reprefilled  int64   `json:"reprefilled"`
+	Saved        int64   `json:"saved"`
+	WritesKnown  bool    `json:"writesReported"`
+	WireDeferred int     `json:"wireDeferred"`
+	Bridged      bool    `json:"bridged"`
+	Compactions  int     `json:"compactions"`
+}
+
+// flags are the yellow flags of the status.
+func (s *Service) flags(ss *session) []string {
+	var out []string
+	tm := ss.tm
+	if tm.WireDeferred > 0 {
+		out = append(out, fmt.Sprintf("%d fold(s) committed but not seen on the wire: another extension or the transport is bypassing them", tm.WireDeferred))
+	}
+	if tm.Bridged {
+		out = append(out, "this provider keeps its own conversation: folding is paused for the session")
+	}
+	if ss.compactions >= 2 {
+		out = append(out, fmt.Sprintf("second forced compaction this session: consider /fold-handoff (a fresh session costs about %s tok)", telemetry.K(ss.conf.ReconTokens)))
+	}
+	if w := ss.window; w > 0 && ss.status.IrreducibleFloor > w/2 {
+		out = append(out, fmt.Sprintf("irreducible context (%s tok: your messages and the protected tail) is past half the window; folding cannot help further", telemetry.K(ss.status.IrreducibleFloor)))
+	}
+	if tm.ColdNow() && tm.Carried() >= 30_000 {
+		out = append(out, fmt.Sprintf("session is cold with ~%s tok carried: the next request rebills it anyway, so a reset is free now", telemetry.K(tm.Carried())))
+	}
+	maxPer := 0
+	for _, n := range ss.recalls {
+		maxPer = max(maxPer, n)
+	}
+	if ss.recallCalls >= 10 || maxPer >= 3 {
+		out = append(out, fmt.Sprintf("recall churn (%d calls, one code ×%d): unfold the blocks you keep needing, or hand off", ss.recallCalls, maxPer))
+	}
+	return out
+}
+
+// gauge says where the ladder stands; short is the footer's form.
+func gauge(ss *session, short bool) string {
+	st := ss.status
+	switch {
+	case ss.tm.Bridged:
+		return "paused"
+	case st.OverBudget && st.MaskableTokens == 0:
+		return "⚠ nothing left to fold"
+	case st.UsageFraction < st.FoldAt:
+		if short {
+			return fmt.Sprintf("fold at %.0f%%", 100*st.FoldAt)
+		}
+		return fmt.Sprintf("next fold at %.0f%%", 100*st.FoldAt)
+	}
+	if short {
+		return fmt.Sprintf("next %s/%s", telemetry.K(st.MaskableTokens), telemetry.K(st.StepTokens))
+	}
+	return fmt.Sprintf("next fold when %s of %s maskable", telemetry.K(st.MaskableTokens), telemetry.K(st.StepTokens))
+}
+
+// footer is the one-line status for Pi's footer.
+func (s *Service) footer(ss *session) string {
+	parts := []string{"⧉ context-fold"}
+	if ss.events > 0 {
+		parts[0] += fmt.Sprintf(" ×%d", ss.events)
+		parts = append(parts, "~"+telemetry.K(ss.tm.MaskedNow)+" masked")
+	}
+	if ss.turns > 0 {
+		parts = append(parts, gauge(ss, true))
+	}
+	if r, ok := ss.tm.HitRatio(); ok {
+		parts = append(parts, fmt.Sprintf("cache %.0f%%", 100*r))
+	}
+	if ss.tm.WireDeferred > 0 {
+		parts = append(parts, "⚠ folds not on wire")
+	}
+	return strings.Join(parts, " · ")
+}
+
+func (s *Service) statusView() *Status {
+	ss := s.s
+	if ss == nil {
+		return &Status{Lines: []string{"context-fold: no session"}, Level: "info"}
+	}
+	tm := ss.tm
+	st := &Status{Footer: s.footer(ss), Flags: s.flags(ss), Config: ss.conf.Values, Events: ss.events, Masked: tm.MaskedNow,
+		Reprefilled: tm.Reprefilled, Saved: tm.SavedTotal, WritesKnown: tm.WritesReported(), WireDeferred: tm.WireDeferred, Bridged: tm.Bridged, Compactions: ss.compactions}
+	usage := ""
+	if ss.window > 0 {
+		usage = fmt.Sprintf(" · usage %.0f%% of %s (%s)", 100*ss.status.UsageFraction, telemetry.K(ss.window), gauge(ss, false))
+	}
+	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %d fold events, ~%s tok masked per request%s", ss.events, telemetry.K(tm.MaskedNow), usage))
+	if r, ok := tm.HitRatio(); ok {
+		st.HitRatio = r
+		writes := "writes unreported"
+		if tm.WritesReported() {
+			writes = "written " + telemetry.K(int(tm.Write))
+		}
+		cold := ""
+		if tm.ColdNow() {
+			cold = " · COLD"
+		}
+		st.Lines = append(st.Lines, fmt.Sprintf("cache: read %s, %s, over %d responses (hit %.0f%%)%s", telemetry.K(int(tm.CacheRead)), writes, tm.Responses, 100*r, cold))
+	} else {
+		st.Lines = append(st.Lines, "cache: no usage reported yet")
+	}
+	if tm.FoldEvents > 0 {
+		if tm.WritesReported() {
+			net := tm.SavedTotal - tm.Reprefilled
+			verdict := fmt.Sprintf("net +%s ahead", telemetry.K(int(net)))
+			if net < 0 {
+				verdict = fmt.Sprintf("net %s behind", telemetry.K(int(-net)))
+			}
+			st.Lines = append(st.Lines, fmt.Sprintf("folds: saved %s tok so far, re-prefilled %s · %s", telemetry.K(int(tm.SavedTotal)), telemetry.K(int(tm.Reprefilled)), verdict))
+		} else {
+			st.Lines = append(st.Lines, fmt.Sprintf("folds: saved %s tok so far; re-prefill cost unknown (this provider reports no cache writes)", telemetry.K(int(tm.SavedTotal))))
+		}
+	}
+	if p, ok := telemetry.Payback(tm.Carried(), ss.conf.ReconTokens); ok && len(st.Flags) == 0 && ss.window > 0 && tm.Carried() > ss.window*6/10 {
+		st.Lines = append(st.Lines, fmt.Sprintf("carrying ~%s tok: a fresh session would pay for itself in ~%.1f warm requests", telemetry.K(tm.Carried()), p))
+	}
+	for _, f := range st.Flags {
+		st.Lines = append(st.Lines, "⚑ "+f)
+	}
+	st.Lines = append(st.Lines, "tune with /context-fold config")
+	st.Level = "info"
+	if len(st.Flags) > 0 {
+		st.Level = "warning"
+	}
+	return st
+}
+
+// ConfigView lists every setting with its effective value and source.
+type ConfigView struct {
+	Values   []config.Value `json:"values"`
+	Warnings []string       `json:"warnings,omitempty"`
+	File     string         `json:"file"`
+}
+
+func (s *Service) configView() (*ConfigView, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	return &ConfigView{Values: ss.conf.Values, Warnings: ss.conf.Warnings, File: s.configFile(ss)}, nil
+}
+
+func (s *Service) configFile(ss *session) string {
+	if ss.agentDir == "" {
+		return ""
+	}
+	return filepath.Join(ss.agentDir, config.FileName)
+}
+
+// SetParams change one saved setting.
+type SetParams struct {
+	Key      string            `json:"key"`
+	Value    string            `json:"value"` // "" or "default" removes the saved value
+	Provider string            `json:"provider,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+}
+
+// set saves a setting and applies it to future folds; frozen bytes never
+// move, because committed layers are not re-planned.
+func (s *Service) set(p SetParams) (*ConfigView, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	path := s.configFile(ss)
+	if path == "" {
+		return nil, fmt.Errorf("no agent directory to save settings in")
+	}
+	if err := config.Save(path, p.Key, p.Value, p.Provider); err != nil {
+		return nil, err
+	}
+	data, _ := os.ReadFile(path)
+	ss.conf = config.Resolve(ss.env, data)
+	ss.eng.SetKnobs(ss.conf.Knobs)
+	return s.configView()
+}
+
+// writeDump appends this request's outgoing view (CONTEXTFOLD_DUMP).
+func (s *Service) writeDump(ss *session) {
+	msgs := ss.eng.Render()
+	var b []byte
+	b = append(b, `{"turn":`...)
+	b = fmt.Appendf(b, "%d", ss.turns)
+	b = append(b, `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	b = append(b, "]}\n"...)
+	if !rawjson.Valid(b) {
+		s.log.Warn("dump: the rendered view is not valid JSON; not written")
+		return
+	}
+	f, err := os.OpenFile(ss.dump, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		s.log.Warn("dump", "err", err)
+		return
+	}
+	f.Write(b)
+	f.Close()
+}

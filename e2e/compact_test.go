@@ -88,8 +88,10 @@ func TestDeterministicCompactionRPC(t *testing.T) {
 func TestDeterministicCompactionThreshold(t *testing.T) {
 	script := &recaller{LongSession: &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}}
 	cfg := WithContextFold(t, Config{Script: script, ContextWindow: 24_000, Compaction: &Compaction{Enabled: true, ReserveTokens: 6_000, KeepRecentTokens: 3_000}})
-	// Folding would keep the context under Pi's threshold; hold it off so
-	// Pi's automatic compaction fires.
+	// Folding would keep the context under Pi's threshold; hold it off (the
+	// ladder profile with an unreachable threshold) so Pi's automatic
+	// compaction fires.
+	cfg.Env["CONTEXTFOLD_POLICY"] = "ladder"
 	cfg.Env["CONTEXTFOLD_FOLD_AT"] = "1"
 	cfg.Env["CONTEXTFOLD_BUDGET_FRACTION"] = "1"
 	env := NewEnv(t, cfg)

@@ -414,7 +414,9 @@ func TestRecallAfterCompactionAndRestart(t *testing.T) {
 	ls := &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}
 	script := &recaller{LongSession: ls}
 	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: true, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000}))
-	// Fold at a tiny budget so the early results fold before the compaction.
+	// The ladder profile at a tiny threshold folds the early results before
+	// the compaction (the default schedule would wait for a larger batch).
+	env.Config.Env["CONTEXTFOLD_POLICY"] = "ladder"
 	env.Config.Env["CONTEXTFOLD_FOLD_AT"] = "0.02"
 	env.Config.Env["CONTEXTFOLD_FOLD_STEP"] = "0.01"
 	rpc := env.StartRPC(RPCOptions{})

@@ -93,8 +93,10 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 	u.keys("Down")
 	u.keys("Enter")
 	u.wait("pick one to change", false, 10*time.Second)
+	u.wait("Fold policy: economic", false, 5*time.Second)
 	u.wait("First fold at: 0.45", false, 5*time.Second)
-	u.keys("Enter") // the first row: First fold at
+	u.keys("Down")
+	u.keys("Enter") // the second row: First fold at
 	u.wait("'default' clears", false, 10*time.Second)
 	u.text("0.3")
 	u.keys("Enter")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/bench"
 	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/trajectory"
 )
 
@@ -24,7 +25,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	window := fs.Int("window", 0, "a single window (overrides -windows)")
 	out := fs.String("out", "", "write report.md, report.json and SVG charts to this folder")
 	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
-	sweep := fs.Bool("sweep", false, "sweep fold-at, step and tail and print the best setting per window")
+	sweep := fs.Bool("sweep", false, "sweep the schedule's headroom and minimum event size and print every setting's cost")
+	half := fs.String("half", "all", "replay only one half of the fixed tune/test split: tune, test or all")
 	system := fs.Int("system-tokens", bench.DefaultSystemTokens, "fixed system prompt and tool list, in tokens")
 	write := fs.Float64("price-write", bench.Anthropic.CacheWrite, "Anthropic-style cache-write price (input = 1)")
 	read := fs.Float64("price-read", bench.Anthropic.CacheRead, "cache-read price (both models)")
@@ -51,6 +53,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold bench:", err)
 		return 1
+	}
+	switch *half {
+	case "all":
+	case bench.HalfNames[bench.Tune]:
+		traces = bench.Half(traces, bench.Tune)
+	case bench.HalfNames[bench.Test]:
+		traces = bench.Half(traces, bench.Test)
+	default:
+		fmt.Fprintf(stderr, "contextfold bench: -half %q: want tune, test or all\n", *half)
+		return 2
 	}
 	anth := bench.Prices{Name: "anthropic", Input: 1, CacheWrite: *write, CacheRead: *read, Output: *output}
 	oai := bench.Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: *read, Output: *output}
@@ -158,46 +170,57 @@ func writeReport(rep *bench.Report, dir string) error {
 	return nil
 }
 
-// runSweep replays the fold ladder over a grid of fold-at, step and tail and
-// prints each window's settings by cost, best first.
+// runSweep replays the cost-aware schedule over a grid of its two
+// parameters, urgent headroom and minimum event size, and prints every
+// setting's cost at every window, best first by the mean over the windows
+// (one setting for all windows: no per-window tuning).
 func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	pols := []bench.Policy{bench.Raw{}}
-	for _, at := range []float64{0.25, 0.35, 0.45, 0.55} {
-		for _, step := range []float64{0.06, 0.12, 0.2} {
-			for _, tail := range []int{5_000, 10_000, 20_000} {
-				k := policy.DefaultKnobs
-				k.FoldAt, k.FoldStep, k.Tail = at, step, tail
-				pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("at=%.2f step=%.2f tail=%dk", at, step, tail/1000), Knobs: k})
-			}
+	for _, h := range []float64{0.15, 0.3, 0.5, 0.7} {
+		for _, m := range []float64{0.01, 0.02, 0.05, 0.1} {
+			pols = append(pols, bench.ContextFold{
+				Label:  fmt.Sprintf("headroom=%.2f min-mass=%.2f", h, m),
+				Knobs:  policy.DefaultKnobs,
+				Policy: schedule.Economic{Headroom: h, MinMass: m},
+			})
 		}
 	}
 	opt.Policies = pols
 	rep := bench.Run(traces, opt)
+	type row struct {
+		name       string
+		mean       float64
+		line       strings.Builder
+		infeasible bool
+	}
+	rows := make([]*row, len(pols)-1)
+	for i := range rows {
+		rows[i] = &row{name: pols[i+1].Name()}
+	}
 	for _, win := range rep.Windows {
-		rs := append([]*bench.Result(nil), win.Overall[1:]...)
-		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Relative["anthropic"] < rs[j].Relative["anthropic"] })
-		fmt.Fprintf(stdout, "window %dk (cost relative to raw, Anthropic / OpenAI; default %s):\n", win.Window/1000, defaultLabel())
-		for i, r := range rs {
-			if i == 10 {
-				break
+		for i, r := range win.Overall[1:] {
+			vis := 1.0
+			if r.FoldErrTotal > 0 {
+				vis = float64(r.FoldErrVisible) / float64(r.FoldErrTotal)
 			}
-			feas := ""
-			if !r.Feasible {
-				feas = " (not feasible)"
-			}
-			fmt.Fprintf(stdout, "  %-30s %.3f / %.3f%s\n", r.Policy, r.Relative["anthropic"], r.Relative["openai"], feas)
+			fmt.Fprintf(&rows[i].line, "  %dk %.3f/%.3f err %.0f%%", win.Window/1000, r.Relative["anthropic"], r.Relative["openai"], 100*vis)
+			rows[i].mean += r.Relative["anthropic"] / float64(len(rep.Windows))
+			rows[i].infeasible = rows[i].infeasible || !r.Feasible
 		}
-		for _, r := range rs {
-			if r.Policy == defaultLabel() {
-				fmt.Fprintf(stdout, "  default: %.3f / %.3f\n", r.Relative["anthropic"], r.Relative["openai"])
-			}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].mean < rows[j].mean })
+	fmt.Fprintf(stdout, "%d sessions; cost relative to raw (Anthropic/OpenAI) and error lines of folded blocks visible; default %s\n", rep.Traces, defaultLabel())
+	for _, r := range rows {
+		mark := ""
+		if r.infeasible {
+			mark = " (not feasible)"
 		}
-		fmt.Fprintf(stdout, "best: %s\n\n", rs[0].Policy)
+		fmt.Fprintf(stdout, "%-30s mean %.3f%s%s\n", r.name, r.mean, r.line.String(), mark)
 	}
 	return 0
 }
 
 func defaultLabel() string {
-	k := policy.DefaultKnobs
-	return fmt.Sprintf("at=%.2f step=%.2f tail=%dk", k.FoldAt, k.FoldStep, k.Tail/1000)
+	d := schedule.Default
+	return fmt.Sprintf("headroom=%.2f min-mass=%.2f", d.Headroom, d.MinMass)
 }

@@ -194,3 +194,109 @@ func TestSampleReportGolden(t *testing.T) {
 		t.Fatal("the sample report changed; review with go test -update and git diff")
 	}
 }
+
+func loadDir(t *testing.T, dir string) []*Trace {
+	t.Helper()
+	files, err := trajectory.Find(dir)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no trajectories under %s: %v", dir, err)
+	}
+	var traces []*Trace
+	for _, f := range files {
+		tr, err := Load(f, DefaultSystemTokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		traces = append(traces, tr)
+	}
+	return traces
+}
+
+// TestShippedDefaultIsCheapest replays the bundled sample (and, when
+// CONTEXTFOLD_BENCH names the benchmark set, the whole set) and checks
+// issue 6's bar: at every window and under both price models the shipped
+// policy costs less than every other feasible policy, keeps every folded
+// block recoverable and, on the whole set, keeps at least 90 % of the
+// distinct error lines of folded blocks visible.
+func TestShippedDefaultIsCheapest(t *testing.T) {
+	sets := map[string]string{"sample": "../../testdata/trajectories"}
+	if root := os.Getenv("CONTEXTFOLD_BENCH"); root != "" {
+		sets["bench"] = filepath.Join(root, "trajectories")
+	}
+	for name, dir := range sets {
+		rep := Run(loadDir(t, dir), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+		for _, win := range rep.Windows {
+			shipped := win.Overall[5]
+			if shipped.Policy != "context-fold" {
+				t.Fatalf("policy 5 is %q", shipped.Policy)
+			}
+			if !shipped.Feasible || shipped.Recoverable != shipped.Folded {
+				t.Errorf("%s %dk: feasible %v, %d of %d folded blocks recoverable", name, win.Window/1000, shipped.Feasible, shipped.Recoverable, shipped.Folded)
+			}
+			for _, r := range win.Overall {
+				if r == shipped || !r.Feasible || strings.HasPrefix(r.Policy, "context-fold,") {
+					continue // the same policy under Pi's default reserve is reported, not raced
+				}
+				for _, p := range []Prices{Anthropic, OpenAI} {
+					if shipped.Relative[p.Name] >= r.Relative[p.Name] {
+						t.Errorf("%s %dk %s: shipped %.3f is not cheaper than %s %.3f", name, win.Window/1000, p.Name, shipped.Relative[p.Name], r.Policy, r.Relative[p.Name])
+					}
+				}
+			}
+			if name == "bench" && shipped.FoldErrTotal > 0 {
+				if share := float64(shipped.FoldErrVisible) / float64(shipped.FoldErrTotal); share < 0.9 {
+					t.Errorf("%s %dk: %.1f %% of the error lines of folded blocks visible", name, win.Window/1000, 100*share)
+				}
+			}
+		}
+	}
+}
+
+func TestHalvesSplitEachFamily(t *testing.T) {
+	var traces []*Trace
+	for _, fam := range []string{"a", "b"} {
+		for _, n := range []string{"3", "1", "2"} {
+			traces = append(traces, &Trace{Name: fam + n, Family: fam})
+		}
+	}
+	h := Halves(traces)
+	for _, tr := range traces {
+		want := Tune
+		if tr.Name[1] == '2' {
+			want = Test // sorted by name within the family: 1 tune, 2 test, 3 tune
+		}
+		if h[tr] != want {
+			t.Errorf("%s in half %d, want %d", tr.Name, h[tr], want)
+		}
+	}
+	if got := Half(traces, Test); len(got) != 2 || got[0].Name != "a2" || got[1].Name != "b2" {
+		t.Errorf("test half %v", got)
+	}
+}
+
+func TestVisibleLines(t *testing.T) {
+	errs := []string{
+		"src/a.ts(1,2): error TS2554: Expected 1 arguments, but got 0.",
+		"src/b.ts(9,9): error TS2554: Expected 2 arguments, but got 1.",
+		"src/c.ts(3,3): error TS2339: Property 'x' does not exist on type 'Y'.",
+		"fatal: a very long line " + strings.Repeat("x", 300),
+		"Command exited with code 2",
+	}
+	tests := []struct {
+		name           string
+		digest         string
+		visible, whole int
+	}{
+		{"verbatim lines", "{#abcdef FOLDED} bash → error\n" + errs[0] + "\n" + errs[4], 2, 2},
+		{"a counted group shows its members", "x\n" + errs[0] + " (×2)", 2, 1},
+		{"an uncounted line stands alone", "x\n" + errs[0], 1, 1},
+		{"a clipped prefix is visible, not whole", "x\n" + errs[3][:80] + "…", 1, 0},
+		{"a clipped group line", "x\n" + errs[0][:30] + "… (×2)", 2, 0},
+		{"nothing", "x", 0, 0},
+	}
+	for _, tt := range tests {
+		if v, w := visibleLines(tt.digest, errs); v != tt.visible || w != tt.whole {
+			t.Errorf("%s: visible %d whole %d, want %d %d", tt.name, v, w, tt.visible, tt.whole)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/registry"
@@ -18,6 +19,9 @@ type Replay struct {
 	// ErrVisible of ErrTotal distinct error lines, in blocks the policy hid
 	// at the end of the session, are still visible to the model.
 	ErrVisible, ErrTotal int
+	// FoldErrVisible of FoldErrTotal distinct error lines of folded blocks
+	// are visible in their digests (FoldErrWhole of them complete).
+	FoldErrVisible, FoldErrWhole, FoldErrTotal int
 	// Hidden counts blocks masked, cleared, folded or summarized at the end.
 	Hidden int
 	// Folded and Recoverable count context-fold's folded blocks and those
@@ -378,13 +382,17 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 		if b.Kind != block.ToolResult {
 			continue
 		}
-		r.Hidden++
-		for _, line := range t.Errors[b.Msg] {
-			r.ErrTotal++
-			if containsLine(rec.Digest, line) {
-				r.ErrVisible++
-			}
+		if b.Msg < c.kept {
+			continue // compacted away: c.hidden counts it
 		}
+		r.Hidden++
+		vis, whole := visibleLines(rec.Digest, t.Errors[b.Msg])
+		n := len(t.Errors[b.Msg])
+		r.ErrTotal += n
+		r.ErrVisible += vis
+		r.FoldErrTotal += n
+		r.FoldErrVisible += vis
+		r.FoldErrWhole += whole
 	}
 	c.hidden(t, &r)
 	return r
@@ -417,18 +425,52 @@ func (p ContextFold) segs(t *Trace, e *engine.Engine, c *piCompaction, base int)
 	return segs
 }
 
-// containsLine reports whether line is visible in digest: verbatim, or as
-// the clipped prefix the digest kept of a long line.
-func containsLine(digest, line string) bool {
-	for _, d := range splitLines(digest) {
-		if d == line {
-			return true
+// visibleLines counts the distinct error lines errs of a folded block that
+// its digest shows: verbatim, or clipped to a prefix ending in an ellipsis,
+// or as a member of a counted group of same-shape lines (digest.Shape) whose
+// first line is shown. whole counts the lines shown complete.
+func visibleLines(dig string, errs []string) (visible, whole int) {
+	shown := splitLines(dig)
+	shapes := make([]string, len(errs))
+	for j, line := range errs {
+		shapes[j] = digest.Shape(line)
+	}
+	for j, line := range errs {
+		if ok, complete := showsLine(shown, line, false); ok {
+			visible++
+			if complete {
+				whole++
+			}
+			continue
 		}
-		if n := len(d) - len(tokens.Ellipsis); n > 0 && d[n:] == tokens.Ellipsis && len(line) >= n && line[:n] == d[:n] {
-			return true
+		for k := 0; k < j; k++ {
+			if shapes[k] == shapes[j] {
+				if ok, _ := showsLine(shown, errs[k], true); ok {
+					visible++
+				}
+				break
+			}
 		}
 	}
-	return false
+	return visible, whole
+}
+
+// showsLine reports whether a digest line shows line, and whether whole;
+// with group set, only a line carrying a group count counts.
+func showsLine(shown []string, line string, group bool) (ok, complete bool) {
+	for _, d := range shown {
+		d, n := digest.GroupCount(d)
+		if group && n < 2 {
+			continue
+		}
+		if d == line {
+			return true, true
+		}
+		if n := len(d) - len(tokens.Ellipsis); n > 0 && d[n:] == tokens.Ellipsis && len(line) >= n && line[:n] == d[:n] {
+			ok = true
+		}
+	}
+	return ok, false
 }
 
 func splitLines(s string) []string {

@@ -25,20 +25,24 @@ func pct(x float64) string { return fmt.Sprintf("%.0f %%", 100*x) }
 func (rep *Report) Markdown(w io.Writer) {
 	for _, win := range rep.Windows {
 		fmt.Fprintf(w, "### Window %dk — %d sessions, %d requests\n\n", win.Window/1000, rep.Traces, rep.Requests)
-		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible | feasible |\n")
-		fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible | of folded blocks (complete) | feasible |\n")
+		fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range win.Overall {
 			vis := "—"
 			if r.Hidden > 0 {
 				vis = fmt.Sprintf("%s (%d/%d)", pct(r.ErrShare()), r.ErrVisible, r.ErrTotal)
 			}
+			fold := "—"
+			if r.FoldErrTotal > 0 {
+				fold = fmt.Sprintf("%s (%s)", pct(float64(r.FoldErrVisible)/float64(r.FoldErrTotal)), pct(float64(r.FoldErrWhole)/float64(r.FoldErrTotal)))
+			}
 			feas := "yes"
 			if !r.Feasible {
 				feas = fmt.Sprintf("**no**: %d requests over the window", r.Usage.OverWindow)
 			}
-			fmt.Fprintf(w, "| %s | %.3f | %.3f | %s | %s | %s | %d | %d | %d | %s | %s |\n", r.Policy,
+			fmt.Fprintf(w, "| %s | %.3f | %.3f | %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", r.Policy,
 				r.Relative[Anthropic.Name], r.Relative[OpenAI.Name], tk(float64(r.Usage.Input)),
-				tk(float64(r.Usage.Peak)), tk(r.Usage.Mean()), r.Usage.Breaks, r.Events, r.Compactions, vis, feas)
+				tk(float64(r.Usage.Peak)), tk(r.Usage.Mean()), r.Usage.Breaks, r.Events, r.Compactions, vis, fold, feas)
 		}
 		for _, r := range win.Overall {
 			if r.Folded > 0 {
@@ -72,6 +76,7 @@ func (rep *Report) Markdown(w io.Writer) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprint(w, "\n† sends requests over the window (not feasible as configured).\n\n")
+		win.splitTable(w)
 	}
 }
 
@@ -194,4 +199,30 @@ func ticks(maxY int) []int {
 
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// splitTable prints cost relative to raw on the tune half, the test half and
+// the whole set (see Halves), both price models.
+func (win *Window) splitTable(w io.Writer) {
+	if len(win.Halves[Tune]) == 0 {
+		return
+	}
+	fmt.Fprint(w, "Tune / test split (cost relative to raw, Anthropic / OpenAI; within each family, sessions sorted by name alternate between the halves):\n\n")
+	fmt.Fprint(w, "| policy | tune half | test half | whole |\n|---|---:|---:|---:|\n")
+	for k, r := range win.Overall {
+		fmt.Fprintf(w, "| %s |", r.Policy)
+		for _, x := range []*Result{win.Halves[Tune][k], win.Halves[Test][k], r} {
+			if x.Usage.Requests == 0 {
+				fmt.Fprint(w, " — |")
+				continue
+			}
+			mark := ""
+			if !x.Feasible {
+				mark = "†"
+			}
+			fmt.Fprintf(w, " %.3f / %.3f%s |", x.Relative[Anthropic.Name], x.Relative[OpenAI.Name], mark)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }

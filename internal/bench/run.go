@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/schedule"
 )
 
 // Options configure a run.
@@ -29,28 +31,33 @@ func DefaultPolicies() []Policy {
 		ObservationMasking{M: 10},
 		ClearToolUses{Trigger: 100_000, Keep: 3},
 		ClearToolUses{Trigger: 100_000, Keep: 3, ClearAtLeast: 20_000},
-		ContextFold{Knobs: policy.DefaultKnobs},
-		ContextFold{Label: "context-fold, Pi reserve 16k", Knobs: policy.DefaultKnobs, Reserve: PiReserve},
+		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
+		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: policy.DefaultKnobs, Policy: ladder.Ladder{}},
+		ContextFold{Label: "context-fold, Pi reserve 16k", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve},
 	}
 }
 
 // Result is one policy's outcome over a set of traces at one window.
 type Result struct {
-	Policy      string             `json:"policy"`
-	Usage       Usage              `json:"usage"`
-	Cost        map[string]float64 `json:"cost"`     // absolute, per price model
-	Relative    map[string]float64 `json:"relative"` // to raw = 1.00
-	ErrVisible  int                `json:"errorLinesVisible"`
-	ErrTotal    int                `json:"errorLinesHidden"`
-	Hidden      int                `json:"blocksHidden"`
-	Folded      int                `json:"folded,omitempty"`
-	Recoverable int                `json:"recoverable,omitempty"`
-	Events      int                `json:"events"`
-	Compactions int                `json:"compactions"`
-	Feasible    bool               `json:"feasible"`
-	StepP50     float64            `json:"stepP50Micros,omitempty"`
-	StepP99     float64            `json:"stepP99Micros,omitempty"`
-	steps       []time.Duration
+	Policy     string             `json:"policy"`
+	Usage      Usage              `json:"usage"`
+	Cost       map[string]float64 `json:"cost"`     // absolute, per price model
+	Relative   map[string]float64 `json:"relative"` // to raw = 1.00
+	ErrVisible int                `json:"errorLinesVisible"`
+	// Distinct error lines of folded blocks, and how many their digests show.
+	FoldErrTotal   int     `json:"foldedErrorLines,omitempty"`
+	FoldErrVisible int     `json:"foldedErrorLinesVisible,omitempty"`
+	FoldErrWhole   int     `json:"foldedErrorLinesWhole,omitempty"`
+	ErrTotal       int     `json:"errorLinesHidden"`
+	Hidden         int     `json:"blocksHidden"`
+	Folded         int     `json:"folded,omitempty"`
+	Recoverable    int     `json:"recoverable,omitempty"`
+	Events         int     `json:"events"`
+	Compactions    int     `json:"compactions"`
+	Feasible       bool    `json:"feasible"`
+	StepP50        float64 `json:"stepP50Micros,omitempty"`
+	StepP99        float64 `json:"stepP99Micros,omitempty"`
+	steps          []time.Duration
 }
 
 // ErrShare is the share of hidden blocks' distinct error lines still visible.
@@ -68,6 +75,8 @@ type Window struct {
 	Overall  []*Result            `json:"overall"`
 	Families map[string][]*Result `json:"families"`
 	Traces   map[string][]*Result `json:"-"`
+	// Halves are the results on the Tune and Test halves (see Halves).
+	Halves [2][]*Result `json:"halves"`
 	// Series is request tokens per turn on the longest trace, per policy.
 	Series     map[string][]int `json:"-"`
 	SeriesName string           `json:"seriesTrace"`
@@ -101,12 +110,14 @@ func Run(traces []*Trace, opt Options) *Report {
 			longest = i
 		}
 	}
+	halfOf := Halves(traces)
 	var allSteps []time.Duration
 	total := len(opt.Windows) * len(traces)
 	done := 0
 	for _, w := range opt.Windows {
 		win := &Window{Window: w, Families: map[string][]*Result{}, Traces: map[string][]*Result{}, Series: map[string][]int{}}
 		overall := newResults(opt.Policies)
+		win.Halves = [2][]*Result{newResults(opt.Policies), newResults(opt.Policies)}
 		for i, t := range traces {
 			fam := win.Families[t.Family]
 			if fam == nil {
@@ -117,7 +128,7 @@ func Run(traces []*Trace, opt Options) *Report {
 			for k, p := range opt.Policies {
 				rp := p.Replay(t, w)
 				u := Price(rp.Requests, w, opt.TTLms)
-				for _, r := range []*Result{overall[k], fam[k], per[k]} {
+				for _, r := range []*Result{overall[k], fam[k], per[k], win.Halves[halfOf[t]][k]} {
 					r.add(&u, &rp)
 				}
 				allSteps = append(allSteps, rp.StepTimes...)
@@ -131,7 +142,7 @@ func Run(traces []*Trace, opt Options) *Report {
 			progress(opt.Progress, done, total, t.Name)
 		}
 		win.Overall = overall
-		for _, rs := range append([][]*Result{overall}, values(win.Families)...) {
+		for _, rs := range append([][]*Result{overall, win.Halves[Tune], win.Halves[Test]}, values(win.Families)...) {
 			finish(rs, opt.Prices, w)
 		}
 		for _, rs := range win.Traces {
@@ -171,6 +182,9 @@ func newResults(ps []Policy) []*Result {
 func (r *Result) add(u *Usage, rp *Replay) {
 	r.Usage.Add(u)
 	r.ErrVisible += rp.ErrVisible
+	r.FoldErrTotal += rp.FoldErrTotal
+	r.FoldErrVisible += rp.FoldErrVisible
+	r.FoldErrWhole += rp.FoldErrWhole
 	r.ErrTotal += rp.ErrTotal
 	r.Hidden += rp.Hidden
 	r.Folded += rp.Folded

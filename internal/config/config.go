@@ -110,9 +110,10 @@ func choice(opts ...string) func(string) (string, float64, error) {
 
 // Knobs is the table of every setting, in menu order.
 var Knobs = []Knob{
-	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "(0, 1]", "first fold when usage reaches this fraction of the window", nil, fraction},
-	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "(0, 1]", "a fold event must mask at least this fraction of the window", nil, fraction},
-	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "(0, 1]", "first-fold threshold while the session never had a live cache read", nil, fraction},
+	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: fold when the cache re-write pays back on the requests still to come; ladder: the seed design's fixed thresholds (first fold at, fold step)", []string{"economic", "ladder"}, choice("economic", "ladder")},
+	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "(0, 1]", "ladder policy: first fold when usage reaches this fraction of the window", nil, fraction},
+	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "(0, 1]", "ladder policy: a fold event must mask at least this fraction of the window", nil, fraction},
+	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "(0, 1]", "ladder policy: first-fold threshold while the session never had a live cache read", nil, fraction},
 	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "(0, 1]", "budget = min(budget cap, this × window); crossing it folds urgently", nil, fraction},
 	{"budgetCap", "CONTEXTFOLD_BUDGET_CAP", "Budget cap", "200000", "tokens ≥ 0, or off", "absolute budget in tokens; off disables", nil, count(true)},
 	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "20000", "tokens ≥ 0", "protected working tail in tokens (at most half the budget; the newest block is always protected)", nil, count(false)},
@@ -143,6 +144,7 @@ type Value struct {
 // Resolved is the effective configuration.
 type Resolved struct {
 	Knobs        policy.Knobs       `json:"knobs"`
+	Policy       string             `json:"policy"`
 	Compact      string             `json:"compact"`
 	IdleMinutes  float64            `json:"cacheIdleMinutes"`
 	ProviderIdle map[string]float64 `json:"providerCacheIdleMinutes,omitempty"`
@@ -234,6 +236,8 @@ func (r *Resolved) apply(key, text string, n float64) {
 		r.Knobs.BudgetCap = int(n)
 	case "tail":
 		r.Knobs.Tail = int(n)
+	case "policy":
+		r.Policy = text
 	case "compact":
 		r.Compact = text
 	case "cacheIdleMinutes":

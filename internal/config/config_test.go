@@ -15,6 +15,15 @@ func TestResolvePrecedence(t *testing.T) {
 	if r.Knobs != policy.DefaultKnobs || len(r.Warnings) != 0 || r.Compact != "det" || r.IdleMinutes != 30 || r.ConfirmCold || r.ReconTokens != 18000 {
 		t.Fatalf("defaults: %+v", r)
 	}
+	if r.Policy != "economic" {
+		t.Fatalf("default policy %q", r.Policy)
+	}
+	if r := Resolve(map[string]string{"CONTEXTFOLD_POLICY": "Ladder"}, nil); r.Policy != "ladder" {
+		t.Fatalf("CONTEXTFOLD_POLICY=Ladder gives %q", r.Policy)
+	}
+	if r := Resolve(map[string]string{"CONTEXTFOLD_POLICY": "greedy"}, nil); r.Policy != "economic" || len(r.Warnings) != 1 {
+		t.Fatalf("an unknown policy keeps the default with a warning: %+v", r)
+	}
 	if len(r.Values) != len(Knobs) {
 		t.Fatal("every knob has an effective value")
 	}

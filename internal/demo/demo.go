@@ -101,8 +101,8 @@ func Run(w io.Writer, opt Options) error {
 		a, b := ur.Cost(p), uf.Cost(p)
 		fmt.Fprintf(w, "%-34s %14s %14s  (%+.1f %%)\n", "cost, "+p.Name+" prices (rel.)", "1.000", fmt.Sprintf("%.3f", b/a), 100*(b/a-1))
 	}
-	fmt.Fprintf(w, "\n%d fold events folded %d blocks; %d of %d folded blocks recoverable byte-exact; %d of %d error lines in them still visible.\n",
-		fold.Events, fold.Folded, fold.Recoverable, fold.Folded, fold.ErrVisible, fold.ErrTotal)
+	fmt.Fprintf(w, "\n%d fold events folded %d blocks; %d of %d folded blocks recoverable byte-exact; %d of %d distinct error lines in them still visible (%d whole, the rest clipped or counted in a group of the same shape).\n",
+		fold.Events, fold.Folded, fold.Recoverable, fold.Folded, fold.FoldErrVisible, fold.FoldErrTotal, fold.FoldErrWhole)
 
 	if err := showRecall(w, tr, opt.Window); err != nil {
 		return err

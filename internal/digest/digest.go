@@ -107,23 +107,52 @@ type Limits struct {
 	MaxLines    int // lines kept
 	MaxChars    int // UTF-16 units across kept lines, newline included
 	MaxLineChar int // units of one kept line before it is clipped
+	// MinClip is the shortest a kept line is clipped to so that more
+	// distinct lines fit (never more than MaxLineChar).
+	MinClip int
 }
 
-// DefaultLimits are the caps DESIGN and the TypeScript design share.
-var DefaultLimits = Limits{MaxLines: 6, MaxChars: 400, MaxLineChar: 200}
+// DefaultLimits keep DESIGN's 400-character budget and 200-character line
+// cap; lines are clipped down to 64 units and up to 10 kept, so that more
+// distinct failures fit in the same room.
+var DefaultLimits = Limits{MaxLines: 10, MaxChars: 400, MaxLineChar: 200, MinClip: 64}
 
 // Risk is the selection of verbatim risk lines for one text.
 type Risk struct {
-	Lines   []string // kept lines, errors first, in order of first occurrence
-	Omitted int      // distinct flagged lines that did not fit
+	// Lines are the kept lines, errors first, in order of first occurrence.
+	// A line that stands for a group of same-shape lines ends in " (×N)",
+	// N counting every occurrence in the group.
+	Lines   []string
+	Omitted int // distinct flagged lines that did not fit, in no kept group
 }
 
-// SelectRisk picks the distinct flagged lines of text (trimmed, each clipped to
-// MaxLineChar), errors before warnings, first occurrence first, within the caps.
-// The first line is always kept, so a block with a failure never folds to a
-// digest without one.
+// SelectRisk picks the flagged lines of text within the caps: lines of the
+// same Shape group into one, shown as the group's first line verbatim
+// (trimmed, clipped to MaxLineChar) with its count; errors before warnings,
+// first occurrence first. The first group is always kept, so a block with a
+// failure never folds to a digest without one.
 func SelectRisk(text string, lim Limits) Risk {
 	return SelectRiskLines(risk.Lines(text, risk.Warning), lim)
+}
+
+// countSuffix marks a line standing for a group: "line (×3)".
+func countSuffix(n int) string { return " (×" + strconv.Itoa(n) + ")" }
+
+// GroupCount splits a digest line into the verbatim line and its group's
+// count (1 when the line stands alone).
+func GroupCount(line string) (string, int) {
+	if !strings.HasSuffix(line, ")") {
+		return line, 1
+	}
+	k := strings.LastIndex(line, " (×")
+	if k < 0 {
+		return line, 1
+	}
+	n, err := strconv.Atoi(line[k+len(" (×") : len(line)-1])
+	if err != nil || n < 2 {
+		return line, 1
+	}
+	return line[:k], n
 }
 
 // SelectRiskLines is SelectRisk over lines already classified (at least
@@ -132,34 +161,101 @@ func SelectRiskLines(lines []risk.Line, lim Limits) Risk {
 	if len(lines) == 0 {
 		return Risk{}
 	}
+	type group struct {
+		text     string
+		units    int // UTF-16 units of text
+		suffix   int // units of the count suffix
+		count    int // occurrences
+		distinct int // distinct trimmed lines
+	}
+	var errs, warns []*group
+	byShape := make(map[string]*group, len(lines))
 	seen := make(map[string]bool, len(lines))
-	var errs, warns []string
 	for _, l := range lines {
 		t := tokens.Trim(l.Text)
-		if t == "" || seen[t] {
+		if t == "" {
 			continue
 		}
-		seen[t] = true
-		if tokens.Units(t) > lim.MaxLineChar {
-			t = tokens.SafeSlice(t, lim.MaxLineChar-1) + tokens.Ellipsis
+		key := Shape(t)
+		if l.Class != risk.Error {
+			key = "w\x00" + key
 		}
-		if l.Class == risk.Error {
-			errs = append(errs, t)
-		} else {
-			warns = append(warns, t)
+		g := byShape[key]
+		if g == nil {
+			g = &group{text: t, units: tokens.Units(t)}
+			byShape[key] = g
+			if l.Class == risk.Error {
+				errs = append(errs, g)
+			} else {
+				warns = append(warns, g)
+			}
+		}
+		g.count++
+		g.suffix = 0
+		if g.count > 1 {
+			g.suffix = tokens.Units(countSuffix(g.count))
+		}
+		if !seen[t] {
+			seen[t] = true
+			g.distinct++
 		}
 	}
 	all := append(errs, warns...)
-	var r Risk
+	// Fit as many groups as the caps allow, each clipped no shorter than
+	// MinClip, then share the room left evenly: more distinct failures at
+	// a shorter clip beat fewer at full length.
+	minClip := lim.MinClip
+	if minClip <= 0 || minClip > lim.MaxLineChar {
+		minClip = lim.MaxLineChar // no shared clipping
+	}
+	minClip = max(minClip, 2)
+	cost := func(g *group, clip int) int {
+		u := min(g.units, clip)
+		if u < g.units {
+			u = clip // the clipped text plus its ellipsis
+		}
+		return u + g.suffix + 1
+	}
+	var kept []*group
 	chars := 0
-	for i, t := range all {
-		u := tokens.Units(t)
-		if len(r.Lines) >= lim.MaxLines || (len(r.Lines) > 0 && chars+u > lim.MaxChars) {
-			r.Omitted = len(all) - i
-			break
+	for _, g := range all {
+		c := cost(g, minClip)
+		if len(kept) >= lim.MaxLines || (len(kept) > 0 && chars+c > lim.MaxChars+1) {
+			continue
+		}
+		kept = append(kept, g)
+		chars += c
+	}
+	clip := minClip
+	for lo, hi := minClip, lim.MaxLineChar; lo <= hi; {
+		mid := (lo + hi) / 2
+		total := 0
+		for _, g := range kept {
+			total += cost(g, mid)
+		}
+		if total <= lim.MaxChars+1 {
+			clip, lo = mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	var r Risk
+	in := make(map[*group]bool, len(kept))
+	for _, g := range kept {
+		in[g] = true
+		t := g.text
+		if g.units > clip {
+			t = tokens.SafeSlice(t, clip-1) + tokens.Ellipsis
+		}
+		if g.count > 1 {
+			t += countSuffix(g.count)
 		}
 		r.Lines = append(r.Lines, t)
-		chars += u + 1
+	}
+	for _, g := range all {
+		if !in[g] {
+			r.Omitted += g.distinct
+		}
 	}
 	return r
 }

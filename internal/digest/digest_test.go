@@ -1,8 +1,12 @@
 package digest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 func TestCodeVectors(t *testing.T) {
@@ -56,9 +60,9 @@ func TestToolResultDigest(t *testing.T) {
 		{"one line", "read", "hello", false, 6, "{#0qq769 FOLDED} read → 1 line, ~6 tok · hello"},
 		{"no name", "", "a\nb", false, 6, "{#0qq769 FOLDED} result → 2 lines, ~6 tok · a"},
 		{
-			"risk lines errors first, deduplicated",
+			"risk lines errors first, repeats counted",
 			"bash", "build ok\nwarning: unused x\nERROR: boom\nERROR: boom\n  npm ERR! code 1\ndone", false, 20,
-			"{#0qq769 FOLDED} bash → 6 lines, ~20 tok · build ok\nERROR: boom\nnpm ERR! code 1\nwarning: unused x",
+			"{#0qq769 FOLDED} bash → 6 lines, ~20 tok · build ok\nERROR: boom (×2)\nnpm ERR! code 1\nwarning: unused x",
 		},
 		{
 			"isError shows error", "bash", "Traceback (most recent call last):\nKeyError: 'x'", true, 15,
@@ -75,12 +79,12 @@ func TestToolResultDigest(t *testing.T) {
 
 func TestRiskCaps(t *testing.T) {
 	var lines []string
-	for i := 0; i < 10; i++ {
-		lines = append(lines, "FAIL test_"+strings.Repeat("x", i))
+	for i := 0; i < 14; i++ {
+		lines = append(lines, "FAIL test_"+strings.Repeat("x", i)) // distinct shapes
 	}
 	r := SelectRisk(strings.Join(lines, "\n"), DefaultLimits)
-	if len(r.Lines) != 6 || r.Omitted != 4 {
-		t.Errorf("kept %d omitted %d, want 6 and 4", len(r.Lines), r.Omitted)
+	if len(r.Lines) != DefaultLimits.MaxLines || r.Omitted != 14-DefaultLimits.MaxLines {
+		t.Errorf("kept %d omitted %d, want %d and %d", len(r.Lines), r.Omitted, DefaultLimits.MaxLines, 14-DefaultLimits.MaxLines)
 	}
 	long := "ERROR " + strings.Repeat("é", 500)
 	r = SelectRisk(long+"\nFAIL second", DefaultLimits)
@@ -92,9 +96,138 @@ func TestRiskCaps(t *testing.T) {
 	}
 	// A single line over the char cap is still kept: the first risk line always shows.
 	r = SelectRisk(strings.Repeat("ERROR long ", 100), Limits{MaxLines: 6, MaxChars: 50, MaxLineChar: 200})
-	if len(r.Lines) != 1 {
-		t.Errorf("first risk line dropped")
+	if len(r.Lines) != 1 || len([]rune(r.Lines[0])) != 200 {
+		t.Errorf("first risk line dropped or clipped below the line cap: %q", r.Lines)
 	}
+}
+
+func TestShape(t *testing.T) {
+	tests := []struct{ a, b string }{
+		{"src/tui/a.ts(46,70): error TS2554: Expected 0-4 arguments, but got 5.",
+			"src/tui/user-message.ts(16,49): error TS2554: Expected 1-2 arguments, but got 3."},
+		{"FAILED tests/test_x.py::test_one - AssertionError: assert 1 == 2",
+			"FAILED tests/test_y.py::test_two - AssertionError: assert 3 == 4"},
+		{"Module '\"@m/pi-tui\"' has no exported member 'EditorTheme'.", "Module '\"@m/pi-tui\"' has no exported member 'MarkdownTheme'."},
+		{"fatal: bad object 3f2a9c1d", "fatal: bad object 77e0b2aa"},
+		{"  File \"/usr/lib/python3.11/x.py\", line 12, in run", "  File \"/app/y.py\", line 7, in run"},
+		{"panic: index 3 out of range [5]", "panic: index 9 out of range [12]"},
+	}
+	for _, tt := range tests {
+		if Shape(tt.a) != Shape(tt.b) {
+			t.Errorf("Shape differs:\n%q → %q\n%q → %q", tt.a, Shape(tt.a), tt.b, Shape(tt.b))
+		}
+	}
+	distinct := []struct{ a, b string }{
+		{"error TS2554: Expected 1 arguments", "error TS2339: Property 'x' does not exist"},
+		{"ValueError: bad input", "TypeError: bad input"},
+		{"npm error code 2", "npm error path /a/b"},
+		{"self.assertEqual(a, b) failed", "self.assertTrue(a) failed"},
+	}
+	for _, tt := range distinct {
+		if Shape(tt.a) == Shape(tt.b) {
+			t.Errorf("Shape merges different failures: %q and %q → %q", tt.a, tt.b, Shape(tt.a))
+		}
+	}
+}
+
+func TestSelectRiskGroups(t *testing.T) {
+	text := strings.Join([]string{
+		"src/a.ts(1,2): error TS2554: Expected 1 arguments, but got 0.",
+		"compiling...",
+		"src/a.ts(9,2): error TS2554: Expected 1 arguments, but got 0.",
+		"src/b.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'.",
+		"src/c.ts(7,7): error TS2554: Expected 2 arguments, but got 1.",
+		"warning: 3 deprecated packages",
+		"Command exited with code 2",
+	}, "\n")
+	r := SelectRisk(text, DefaultLimits)
+	want := []string{
+		"src/a.ts(1,2): error TS2554: Expected 1 arguments, but got 0. (×3)",
+		"src/b.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'.",
+		"Command exited with code 2",
+		"warning: 3 deprecated packages",
+	}
+	if strings.Join(r.Lines, "\n") != strings.Join(want, "\n") || r.Omitted != 0 {
+		t.Fatalf("got %q omitted %d", r.Lines, r.Omitted)
+	}
+	if line, n := GroupCount(r.Lines[0]); n != 3 || line != "src/a.ts(1,2): error TS2554: Expected 1 arguments, but got 0." {
+		t.Fatalf("GroupCount = %q, %d", line, n)
+	}
+	if line, n := GroupCount("plain (×x)"); n != 1 || line != "plain (×x)" {
+		t.Fatalf("GroupCount of a non-count = %q, %d", line, n)
+	}
+
+	// Many distinct failures share the room: each is clipped, none dropped
+	// while MinClip allows, and the count of the rest is owned up to.
+	var many []string
+	for i := 0; i < 8; i++ {
+		many = append(many, fmt.Sprintf("Error: case %c %s", 'A'+i, strings.Repeat("detail ", 30)))
+	}
+	r = SelectRisk(strings.Join(many, "\n"), DefaultLimits)
+	units := 0
+	for _, l := range r.Lines {
+		units += len([]rune(l)) + 1
+	}
+	if units-1 > DefaultLimits.MaxChars || len(r.Lines) < 5 || len(r.Lines)+r.Omitted != 8 {
+		t.Fatalf("kept %d lines in %d units, omitted %d", len(r.Lines), units-1, r.Omitted)
+	}
+	for i, l := range r.Lines {
+		if !strings.HasPrefix(l, fmt.Sprintf("Error: case %c ", 'A'+i)) || !strings.HasSuffix(l, "…") || len([]rune(l)) < DefaultLimits.MinClip {
+			t.Fatalf("line %d = %q: want the first occurrences in order, clipped no shorter than MinClip", i, l)
+		}
+	}
+}
+
+// FuzzSelectRisk checks the digest's risk lines on any text: within the
+// caps, each a verbatim (possibly clipped) flagged line in order of first
+// occurrence, and every distinct flagged line either in a kept group or
+// counted as omitted.
+func FuzzSelectRisk(f *testing.F) {
+	f.Add("ERROR a\nERROR b\nwarning: c\nfailed 12 times\nfailed 13 times")
+	f.Add("src/x.ts(1,1): error TS1: " + strings.Repeat("é", 300) + "\n\xff\xfe error")
+	f.Add(strings.Repeat("FAIL t\n", 50))
+	f.Fuzz(func(t *testing.T, text string) {
+		lim := DefaultLimits
+		r := SelectRisk(text, lim)
+		flagged := risk.Lines(text, risk.Warning)
+		distinct := map[string]bool{}
+		var trimmed []string
+		for _, l := range flagged {
+			if tl := tokens.Trim(l.Text); tl != "" {
+				if !distinct[tl] {
+					trimmed = append(trimmed, tl)
+				}
+				distinct[tl] = true
+			}
+		}
+		if len(r.Lines) > lim.MaxLines {
+			t.Fatalf("%d lines over the cap", len(r.Lines))
+		}
+		if len(r.Lines) > 1 && tokens.Units(strings.Join(r.Lines, "\n")) > lim.MaxChars {
+			t.Fatalf("%d units over the cap", tokens.Units(strings.Join(r.Lines, "\n")))
+		}
+		for _, l := range r.Lines {
+			line, _ := GroupCount(l)
+			prefix := strings.TrimSuffix(line, tokens.Ellipsis)
+			found := false
+			for _, tl := range trimmed {
+				if tl == line || prefix != line && strings.HasPrefix(tl, prefix) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Fatalf("kept line %q is not a flagged line of the text", l)
+			}
+		}
+		if len(trimmed) > 0 && len(r.Lines) == 0 {
+			t.Fatal("flagged text with no risk line kept")
+		}
+		// Each kept line stands for at least one distinct line.
+		if r.Omitted > len(trimmed)-len(r.Lines) {
+			t.Fatalf("omitted %d of %d distinct lines with %d kept", r.Omitted, len(trimmed), len(r.Lines))
+		}
+	})
 }
 
 func TestThinkingDigest(t *testing.T) {

@@ -23,10 +23,10 @@ import (
 	"github.com/contextfold/contextfold/internal/apply"
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/registry"
 	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/seedindex"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
@@ -54,7 +54,7 @@ func (c Config) withDefaults() Config {
 		c.Knobs = policy.DefaultKnobs
 	}
 	if c.Policy == nil {
-		c.Policy = ladder.Ladder{}
+		c.Policy = schedule.Economic{}
 	}
 	if c.Limits == (digest.Limits{}) {
 		c.Limits = digest.DefaultLimits
@@ -169,6 +169,15 @@ func (e *Engine) Config() Config { return e.cfg }
 // SetKnobs changes the knobs for future folds; frozen bytes never move.
 func (e *Engine) SetKnobs(k policy.Knobs) { e.cfg.Knobs = k }
 
+// SetPolicy replaces the fold policy (nil restores the default). Committed
+// layers stay as they are; the policy only decides later events.
+func (e *Engine) SetPolicy(p policy.Policy) {
+	if p == nil {
+		p = schedule.Economic{}
+	}
+	e.cfg.Policy = p
+}
+
 // Transcript returns the messages the engine holds.
 func (e *Engine) Transcript() *block.Transcript { return e.tr }
 
@@ -226,6 +235,8 @@ type Request struct {
 	// Paused skips the policy: frozen folds still apply, nothing new folds
 	// (a bridged transport that holds its own conversation).
 	Paused bool
+	// CacheCold tells the policy the provider's cache is cold anyway.
+	CacheCold bool
 	// KnownVersion, when HaveVersion is set, is the placement version the
 	// caller already holds: Step then leaves Result.Placements nil if the
 	// version did not change, sparing a steady-state request the list.
@@ -428,12 +439,13 @@ func (e *Engine) buildView(req Request) policy.View {
 	}
 	budget, tail := e.frame(window)
 	v := policy.View{
-		Blocks:   e.view,
-		Window:   window,
-		Budget:   budget,
-		Reported: req.Reported,
-		Cold:     req.Cold,
-		Knobs:    e.cfg.Knobs,
+		Blocks:    e.view,
+		Window:    window,
+		Budget:    budget,
+		Reported:  req.Reported,
+		Cold:      req.Cold,
+		CacheCold: req.CacheCold,
+		Knobs:     e.cfg.Knobs,
 	}
 	// First delivery: tool results after the latest assistant message have
 	// not reached the model yet and are held, parallel results together.
@@ -472,7 +484,8 @@ func (e *Engine) buildView(req Request) policy.View {
 	for k := range e.view {
 		vb := &e.view[k]
 		vb.Protected = k >= v.ProtectFrom
-		if vb.Candidate() {
+		// Protected blocks resolve too: an urgent event may reach into the tail.
+		if vb.Durable && vb.Foldable && !vb.Held && !vb.Frozen {
 			vb.FoldedTokens = 0 // resolved on demand
 			if m := &e.meta[k]; m.done {
 				vb.FoldedTokens = m.tokens
@@ -549,8 +562,11 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		}
 		taken[id] = true
 		vb := &v.Blocks[k]
-		if !vb.Durable || !vb.Foldable || vb.Protected || vb.Held || vb.Frozen {
+		if !vb.Durable || !vb.Foldable || vb.Held || vb.Frozen {
 			continue
+		}
+		if vb.Protected && (!dec.IntoTail || k == len(blocks)-1) {
+			continue // the newest block is always protected
 		}
 		if _, done := e.frozen[id]; done {
 			continue // frozen bytes outrank any later op for the same id

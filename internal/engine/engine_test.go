@@ -13,6 +13,7 @@ import (
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
 	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 type turn struct {
@@ -377,12 +378,13 @@ func TestPolicySuppliedTagsAreStripped(t *testing.T) {
 }
 
 type fixedPolicy struct {
-	ids  []string
-	body string
+	ids      []string
+	body     string
+	intoTail bool
 }
 
 func (p fixedPolicy) Conduct(*policy.View) policy.Decision {
-	d := policy.Decision{Fold: p.ids, Trigger: policy.Threshold}
+	d := policy.Decision{Fold: p.ids, Trigger: policy.Threshold, IntoTail: p.intoTail}
 	if p.body != "" {
 		d.Digests = map[string]string{}
 		for _, id := range p.ids {
@@ -390,6 +392,40 @@ func (p fixedPolicy) Conduct(*policy.View) policy.Decision {
 		}
 	}
 	return d
+}
+
+// TestIntoTailIsGated: the engine folds protected-tail blocks only for a
+// decision that asks to reach into the tail, and never the newest block or
+// a first-delivery result, whatever a policy asks.
+func TestIntoTailIsGated(t *testing.T) {
+	s := newSession().user("go")
+	var ids []string
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("c%d", i)
+		s.call("", id).result(id, output(id, 100), false)
+		ids = append(ids, "r:"+id)
+	}
+	s.text("read them all")
+	s.call("", "new").result("new", output("new", 100), false) // first delivery
+	ids = append(ids, "r:new")
+	for _, intoTail := range []bool{false, true} {
+		e := New(Config{Policy: fixedPolicy{ids: ids, intoTail: intoTail}, Knobs: policy.Knobs{BudgetFraction: 0.75, Tail: 3_000}})
+		res := e.Step(Request{Append: s.msgs, Window: 100_000}, &memJournal{})
+		if res.Event == nil {
+			t.Fatal("no event")
+		}
+		folded := map[string]bool{}
+		for _, f := range res.Event.Folds {
+			folded[f.ID] = true
+		}
+		if folded["r:new"] {
+			t.Fatal("a first-delivery result folded")
+		}
+		tailFolded := folded["r:c11"] // the newest results sit in the 3k tail
+		if tailFolded != intoTail || !folded["r:c0"] {
+			t.Fatalf("intoTail=%v: folded %v", intoTail, folded)
+		}
+	}
 }
 
 func TestBadInputPassesThrough(t *testing.T) {
@@ -483,46 +519,54 @@ func TestApplyMatchesTypeScriptShape(t *testing.T) {
 }
 
 // errorLinesVisible checks DESIGN §8 invariant 6 on one folded block: every
-// distinct error line of the text is in the digest verbatim (clipped lines
-// by their prefix), or the digest states how many flagged lines it omitted.
+// distinct error line of the text is shown in the digest (verbatim, or
+// clipped to a prefix), or stands in a counted group whose shown line has
+// the same shape, or is among the flagged lines the digest says it omitted.
 func errorLinesVisible(t testing.TB, text, dig string) {
 	t.Helper()
-	sel := digest.SelectRisk(text, digest.DefaultLimits)
-	for _, l := range sel.Lines {
-		if !strings.Contains(dig, l) {
-			t.Fatalf("selected risk line %q missing from digest", l)
-		}
-	}
-	shown := 0
-	for _, l := range risk.Lines(text, risk.Error) {
-		line := strings.TrimSpace(l.Text)
-		if strings.Contains(dig, line) || strings.Contains(dig, strings.TrimSuffix(sel.Lines[0], "…")) {
-			shown++
-		}
-	}
-	if sel.Omitted == 0 {
-		for _, l := range risk.Lines(text, risk.Error) {
-			line := strings.TrimSpace(l.Text)
-			if line == "" {
+	shown := strings.Split(dig, "\n")
+	all := risk.Lines(text, risk.Error)
+	showsLine := func(line string, group bool) bool {
+		for _, d := range shown {
+			d, n := digest.GroupCount(d)
+			if group && n < 2 {
 				continue
 			}
-			if !strings.Contains(dig, line) && !clippedIn(dig, line) {
-				t.Fatalf("error line %q vanished without an omission count", line)
+			if d == line || strings.HasSuffix(d, "…") && strings.HasPrefix(line, strings.TrimSuffix(d, "…")) {
+				return true
 			}
 		}
-	} else if !strings.Contains(dig, fmt.Sprintf("+%d more flagged lines", sel.Omitted)) {
-		t.Fatalf("digest omits %d flagged lines without saying so", sel.Omitted)
+		return false
 	}
-	_ = shown
-}
-
-func clippedIn(dig, line string) bool {
-	for _, d := range strings.Split(dig, "\n") {
-		if strings.HasSuffix(d, "…") && strings.HasPrefix(line, strings.TrimSuffix(d, "…")) {
-			return true
+	missing := map[string]bool{}
+	for _, l := range all {
+		line := tokens.Trim(l.Text)
+		if line == "" || showsLine(line, false) {
+			continue
+		}
+		grouped := false
+		for _, m := range all {
+			if mt := tokens.Trim(m.Text); mt != line && digest.Shape(mt) == digest.Shape(line) && showsLine(mt, true) {
+				grouped = true
+				break
+			}
+		}
+		if !grouped {
+			missing[line] = true
 		}
 	}
-	return false
+	if len(missing) == 0 {
+		return
+	}
+	omitted := 0
+	if k := strings.LastIndex(dig, "\n… +"); k >= 0 {
+		fmt.Sscanf(dig[k+len("\n… +"):], "%d more flagged lines", &omitted)
+	}
+	if omitted < len(missing) {
+		for l := range missing {
+			t.Fatalf("error line %q vanished: %d lines missing, the digest owns to %d omitted", l, len(missing), omitted)
+		}
+	}
 }
 
 func TestBenchReplay(t *testing.T) {

@@ -37,8 +37,9 @@ type ViewBlock struct {
 	Msg         int
 	Tokens      int // cost at full fidelity
 	// FoldedTokens is the cost as a digest: the frozen text's when frozen,
-	// Tokens when the block cannot fold, and 0 for a candidate whose digest
-	// has not been computed yet (read it through View.Folded).
+	// Tokens when the block cannot fold, and 0 for a foldable block (a
+	// candidate, or one in the tail) whose digest has not been computed yet
+	// (read it through View.Folded).
 	FoldedTokens int
 	Durable      bool // id is content-anchored
 	Foldable     bool // passes the kind gate
@@ -78,6 +79,10 @@ type View struct {
 	Knobs Knobs
 	// Requests is the number of assistant responses already in the context.
 	Requests int
+	// CacheCold is set when the provider's cache is known to be cold for
+	// this request (an idle gap past its lifetime, a model change): a fold
+	// now costs no extra re-write.
+	CacheCold bool
 	// Resolve computes the digest cost of block k on first need. Digests are
 	// built lazily so a request far from any threshold never pays for them.
 	Resolve func(k int) int
@@ -111,6 +116,8 @@ type Trigger string
 const (
 	Threshold Trigger = "threshold"
 	Cap       Trigger = "cap"
+	Economic  Trigger = "economic"
+	Free      Trigger = "free" // the cache is cold anyway: folding costs no re-write
 	Compact   Trigger = "compact"
 )
 
@@ -123,6 +130,11 @@ type Decision struct {
 	Digests map[string]string
 	Trigger Trigger
 	Status  Status
+	// IntoTail lets an urgent event fold protected-tail blocks too (never
+	// the newest block, a held block, or first-delivery results): the tail
+	// is a target, and an event that cannot otherwise make headroom would
+	// recur on every request.
+	IntoTail bool
 }
 
 // Status is display-only telemetry a policy publishes each request.

@@ -85,7 +85,18 @@ func Classify(line string) Class {
 	return classify(line, buf[:0])
 }
 
+// classify flags a line by its words, then clears a flagged line that is
+// source code: a file listing's "raise ValueError(" or "} catch (error) {"
+// reports no failure, and would crowd real ones out of a digest.
 func classify(line string, words []word) Class {
+	c := classifyWords(line, words)
+	if c != None && sourceLine(line) {
+		return None
+	}
+	return c
+}
+
+func classifyWords(line string, words []word) Class {
 	if line == "" {
 		return None
 	}
@@ -209,7 +220,11 @@ func codeIdent(line string, w word) bool {
 		return true
 	}
 	rest := line[w.end:]
-	if len(rest) > 0 && (rest[0] == '(' || rest[0] == '[') {
+	if len(rest) > 0 && rest[0] == '(' {
+		return true
+	}
+	// "errors[0]" indexes a name; "error[E0308]" is rustc's error code.
+	if len(rest) > 1 && rest[0] == '[' && !(rest[1] >= 'A' && rest[1] <= 'Z') {
 		return true
 	}
 	if len(rest) > 1 && rest[0] == '.' && isWordByte(rest[1]) {
@@ -288,4 +303,105 @@ func Has(text string, min Class) bool {
 		text = rest
 	}
 	return false
+}
+
+// codeKeywords start a line of source code when followed by a space, "(",
+// ":" or the end of the line. They are lower case, as the languages spell
+// them; prose and log lines start upper case or with a path or level.
+var codeKeywords = map[string]bool{
+	"raise": true, "throw": true, "throws": true, "catch": true, "except": true, "try": true, "finally": true,
+	"class": true, "def": true, "func": true, "function": true, "fn": true, "return": true, "yield": true,
+	"if": true, "elif": true, "else": true, "for": true, "while": true, "switch": true, "case": true,
+	"import": true, "from": true, "export": true, "const": true, "let": true, "var": true,
+	"async": true, "await": true, "assert": true, "pub": true, "impl": true, "match": true,
+	"private": true, "public": true, "protected": true, "static": true, "new": true, "with": true,
+}
+
+// sourceLine reports a line that reads as source code rather than output:
+// a comment, a statement starting with a keyword, an assignment, a string
+// literal continued in a list or call, or a C-family line ending in "{" or
+// ";". A leading line number ("  12\t", "12:", "12 |") is skipped, since
+// agents list files with numbers.
+func sourceLine(line string) bool {
+	indented := len(line) > 0 && (line[0] == ' ' || line[0] == '\t')
+	s := strings.TrimLeft(line, " \t")
+	if n := leadingNumber(s); n > 0 {
+		indented = true
+		s = s[n:]
+	}
+	// A diff's added or removed line: "+    except ValueError:".
+	if len(s) > 1 && (s[0] == '+' || s[0] == '-') && (s[1] == ' ' || s[1] == '\t') {
+		indented = true
+		s = s[1:]
+	}
+	s = strings.TrimLeft(s, " \t")
+	s = strings.TrimRight(s, " \t\r")
+	if s == "" {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(s, "//"), strings.HasPrefix(s, "/*"), strings.HasPrefix(s, "*/"),
+		strings.HasPrefix(s, "# "), s == "#", strings.HasPrefix(s, `"""`), strings.HasPrefix(s, "'''"),
+		strings.HasPrefix(s, "} "), s == "}", strings.HasPrefix(s, "@") && len(s) > 1 && isWordByte(s[1]):
+		return true
+	case indented && (strings.HasPrefix(s, "* ") || s == "*"):
+		return true // a doc comment's body; a bullet list starts at column 0
+	}
+	last := s[len(s)-1]
+	if last == '{' || last == ';' {
+		return true
+	}
+	if q := s[0]; (q == '"' || q == '\'' || q == '`') && strings.ContainsRune(",([{+", rune(last)) {
+		return true
+	}
+	// An object literal's entry: "error: ColorValueSchema,".
+	if last == ',' {
+		j := 0
+		for j < len(s) && isWordByte(s[j]) {
+			j++
+		}
+		if j > 0 && j < len(s) && s[j] == ':' {
+			return true
+		}
+	}
+	// A keyword statement.
+	j := 0
+	for j < len(s) && s[j] >= 'a' && s[j] <= 'z' {
+		j++
+	}
+	if j > 0 && codeKeywords[s[:j]] && (j == len(s) || s[j] == ' ' || s[j] == '(' || s[j] == ':') {
+		return true
+	}
+	// An assignment: name, name.attr or name[...] then "=" (not "==").
+	j = 0
+	for j < len(s) && (isWordByte(s[j]) || s[j] == '.' || s[j] == '[' || s[j] == ']' || s[j] == '"' || s[j] == '\'') {
+		j++
+	}
+	if j == 0 || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	r := strings.TrimLeft(s[j:], " ")
+	if len(r) > 0 && strings.ContainsRune("+-*/|&", rune(r[0])) {
+		r = r[1:]
+	}
+	return len(r) > 1 && r[0] == '=' && r[1] != '=' && r[1] != '>'
+}
+
+// leadingNumber returns the length of a line-number prefix: digits then a
+// tab, ":" or "-" (grep -n and its context lines) or " |".
+func leadingNumber(s string) int {
+	j := 0
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == 0 || j == len(s) {
+		return 0
+	}
+	switch {
+	case s[j] == '\t', s[j] == ':', s[j] == '-':
+		return j + 1
+	case strings.HasPrefix(s[j:], " |"), strings.HasPrefix(s[j:], " \t"):
+		return j + 2
+	}
+	return 0
 }

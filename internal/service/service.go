@@ -34,6 +34,7 @@ import (
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/telemetry"
 )
 
@@ -229,6 +230,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	}
 	conf := config.Resolve(p.Env, file)
 	cfg.Knobs = conf.Knobs
+	cfg.Policy = schedule.Profile(conf.Policy)
 	ss := &session{
 		id: p.SessionID, file: p.SessionFile, dir: p.SessionDir, tm: telemetry.New(), conf: conf, agentDir: p.AgentDir, dump: p.Env["CONTEXTFOLD_DUMP"], env: p.Env,
 		eng:        engine.New(cfg),
@@ -353,6 +355,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported,
 		Cold:         ss.tm.Cold(),
+		CacheCold:    ss.tm.CacheCold(s.now().UnixMilli(), ss.conf.IdleFor(ss.tm.Provider())),
 		Paused:       ss.tm.Bridged,
 		KnownVersion: ss.sentVersion, HaveVersion: !p.Full && ss.turns > 0,
 	}, &journal{s: s, ss: ss, ctx: ctx})

@@ -380,3 +380,69 @@ func TestCompactionCutInsideOpeningTurn(t *testing.T) {
 		t.Fatal("two compactions of one session rendered the same text")
 	}
 }
+
+// TestCacheColdTurnFoldsForFree: a batch the schedule would wait on folds at
+// once when the provider's cache is known cold — after a real model change,
+// or after an idle gap past cacheIdleMinutes — since the fold then costs no
+// extra re-write.
+func TestCacheColdTurnFoldsForFree(t *testing.T) {
+	msgs := messages(30, "")
+	for _, tc := range []struct {
+		name string
+		cool func(c *protocol.Conn)
+	}{
+		{"model change", func(c *protocol.Conn) {
+			if err := call(t, c, "modelChanged", map[string]any{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"idle past the cache lifetime", func(c *protocol.Conn) {
+			at := time.Now().Add(-31 * time.Minute).UnixMilli()
+			if err := call(t, c, "usage", map[string]any{"input": 100, "cacheRead": 30_000, "output": 50, "provider": "anthropic", "model": "m", "at": at}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := start(t)
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if out := turn(t, c, 0, msgs, 200_000); out.Event != nil {
+				t.Fatalf("a warm cache waits for a larger batch: %+v", out.Event)
+			}
+			if err := call(t, c, "usage", map[string]any{"input": 100, "cacheRead": 30_000, "output": 50, "provider": "anthropic", "model": "m", "at": time.Now().UnixMilli()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if out := turn(t, c, len(msgs), nil, 200_000); out.Event != nil {
+				t.Fatalf("a fresh response keeps the cache warm: %+v", out.Event)
+			}
+			tc.cool(c)
+			out := turn(t, c, len(msgs), nil, 200_000)
+			if out.Event == nil || out.Event.Trigger != "free" || out.Event.Blocks == 0 {
+				t.Fatalf("want a free fold event, got %+v", out)
+			}
+		})
+	}
+}
+
+// TestLadderProfile: CONTEXTFOLD_POLICY=ladder selects the seed design's
+// fixed thresholds, for comparison with the default schedule.
+func TestLadderProfile(t *testing.T) {
+	msgs := messages(30, "")
+	for policy, want := range map[string]string{"ladder": "threshold", "economic": ""} {
+		c, _ := start(t)
+		env := map[string]string{"CONTEXTFOLD_POLICY": policy}
+		if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir(), Env: env}, nil); err != nil {
+			t.Fatal(err)
+		}
+		out := turn(t, c, 0, msgs, 60_000)
+		got := ""
+		if out.Event != nil {
+			got = out.Event.Trigger
+		}
+		if got != want {
+			t.Errorf("%s: event trigger %q, want %q", policy, got, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/config"
 	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/telemetry"
 )
 
@@ -283,6 +284,7 @@ func (s *Service) set(p SetParams) (*ConfigView, error) {
 	data, _ := os.ReadFile(path)
 	ss.conf = config.Resolve(ss.env, data)
 	ss.eng.SetKnobs(ss.conf.Knobs)
+	ss.eng.SetPolicy(schedule.Profile(ss.conf.Policy))
 	return s.configView()
 }
 

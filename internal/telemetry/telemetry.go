@@ -11,6 +11,7 @@ package telemetry
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Usage is one assistant response's usage as Pi reports it.
@@ -74,6 +75,11 @@ type Telemetry struct {
 	// Advisor.
 	wasCold bool
 
+	// The cache state the fold schedule prices against: the provider and
+	// model of the newest response, and whether the model changed since.
+	lastKey      string
+	modelChanged bool
+
 	// Cache warning: the newest completion per provider/model, and the
 	// last warning per key (one notice per idle interval).
 	activity map[string]int64
@@ -90,6 +96,29 @@ func New() *Telemetry {
 // the provider's cache is genuinely cold.
 func (t *Telemetry) Reset() {
 	*t = *New()
+	t.modelChanged = true
+}
+
+// CacheCold reports whether the provider's cache is known to be cold for the
+// next request, so a fold then costs no extra re-write: the model changed
+// since the last response, or the last response completed more than
+// idleMinutes before now (Unix ms). With no response seen it reports false:
+// nothing is known.
+func (t *Telemetry) CacheCold(now int64, idleMinutes float64) bool {
+	if t.modelChanged {
+		return true
+	}
+	if idleMinutes <= 0 || t.lastKey == "" {
+		return false
+	}
+	at, ok := t.activity[t.lastKey]
+	return ok && now-at > int64(idleMinutes*60_000)
+}
+
+// Provider returns the provider of the newest response with one.
+func (t *Telemetry) Provider() string {
+	p, _, _ := strings.Cut(t.lastKey, "\x00")
+	return p
 }
 
 // EverWarm reports whether any response read from the cache.
@@ -173,7 +202,9 @@ func (t *Telemetry) Observe(u Usage) []Notice {
 		k := key(u.Provider, u.Model)
 		t.activity[k] = u.At
 		delete(t.warned, k)
+		t.lastKey = k
 	}
+	t.modelChanged = false
 	t.carried = u.Prompt()
 	t.last, t.hasLast = u, true
 	return out

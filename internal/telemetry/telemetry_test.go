@@ -144,3 +144,30 @@ func TestPayback(t *testing.T) {
 		t.Fatalf("payback %v", p)
 	}
 }
+
+func TestCacheCold(t *testing.T) {
+	tm := New()
+	const idle = 30.0
+	if tm.CacheCold(1_000_000, idle) {
+		t.Fatal("nothing seen: not known cold")
+	}
+	at := int64(10_000_000)
+	tm.Observe(Usage{Input: 10, CacheRead: 5000, Provider: "anthropic", Model: "m", At: at})
+	if tm.Provider() != "anthropic" {
+		t.Fatalf("provider %q", tm.Provider())
+	}
+	if tm.CacheCold(at+29*60_000, idle) || !tm.CacheCold(at+31*60_000, idle) {
+		t.Fatal("idle expiry")
+	}
+	if tm.CacheCold(at+31*60_000, 0) {
+		t.Fatal("idle 0 disables the expiry")
+	}
+	tm.Reset() // a real model change
+	if !tm.CacheCold(at, idle) {
+		t.Fatal("a model change makes the cache cold")
+	}
+	tm.Observe(Usage{Input: 10, CacheWrite: 5000, Provider: "openai", Model: "x", At: at + 1})
+	if tm.CacheCold(at+2, idle) {
+		t.Fatal("the first response on the new model warms it")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/bench"
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/trajectory"
@@ -63,6 +64,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "contextfold bench: -half %q: want tune, test or all\n", *half)
 		return 2
+	}
+	if len(traces) == 0 {
+		fmt.Fprintf(stderr, "contextfold bench: no trajectories in the %s half of %s\n", *half, strings.Join(paths, ", "))
+		return 1
 	}
 	anth := bench.Prices{Name: "anthropic", Input: 1, CacheWrite: *write, CacheRead: *read, Output: *output}
 	oai := bench.Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: *read, Output: *output}
@@ -170,12 +175,23 @@ func writeReport(rep *bench.Report, dir string) error {
 	return nil
 }
 
-// runSweep replays the cost-aware schedule over a grid of its two
-// parameters, urgent headroom and minimum event size, and prints every
-// setting's cost at every window, best first by the mean over the windows
-// (one setting for all windows: no per-window tuning).
+// runSweep replays the shipped policy over the digest's shortest clip
+// (printing how many error lines of folded blocks stay visible, and whole)
+// and over the cost-aware schedule's two parameters, urgent headroom and
+// minimum event size (printing every setting's cost at every window, best
+// first by the mean over the windows: one setting for all windows, no
+// per-window tuning).
 func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	pols := []bench.Policy{bench.Raw{}}
+	// The digest's shortest clip, at the default schedule: a shorter clip
+	// keeps more distinct error lines visible, a longer one more of them
+	// whole.
+	for _, clip := range []int{40, 48, 56, 64, 80} {
+		lim := digest.DefaultLimits
+		lim.MinClip = clip
+		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest min-clip=%d", clip), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim})
+	}
+	clips := len(pols) - 1
 	for _, h := range []float64{0.15, 0.3, 0.5, 0.7} {
 		for _, m := range []float64{0.01, 0.02, 0.05, 0.1} {
 			pols = append(pols, bench.ContextFold{
@@ -199,17 +215,27 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	}
 	for _, win := range rep.Windows {
 		for i, r := range win.Overall[1:] {
-			vis := 1.0
+			vis, whole := 1.0, 1.0
 			if r.FoldErrTotal > 0 {
 				vis = float64(r.FoldErrVisible) / float64(r.FoldErrTotal)
+				whole = float64(r.FoldErrWhole) / float64(r.FoldErrTotal)
+			}
+			if i < clips {
+				fmt.Fprintf(&rows[i].line, "  %dk visible %.1f%% whole %.1f%%", win.Window/1000, 100*vis, 100*whole)
+				continue
 			}
 			fmt.Fprintf(&rows[i].line, "  %dk %.3f/%.3f err %.0f%%", win.Window/1000, r.Relative["anthropic"], r.Relative["openai"], 100*vis)
 			rows[i].mean += r.Relative["anthropic"] / float64(len(rep.Windows))
 			rows[i].infeasible = rows[i].infeasible || !r.Feasible
 		}
 	}
+	fmt.Fprintf(stdout, "%d sessions; error lines of folded blocks visible (and whole) per digest clip; default min-clip=%d\n", rep.Traces, digest.DefaultLimits.MinClip)
+	for _, r := range rows[:clips] {
+		fmt.Fprintf(stdout, "%-30s%s\n", r.name, r.line.String())
+	}
+	rows = rows[clips:]
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].mean < rows[j].mean })
-	fmt.Fprintf(stdout, "%d sessions; cost relative to raw (Anthropic/OpenAI) and error lines of folded blocks visible; default %s\n", rep.Traces, defaultLabel())
+	fmt.Fprintf(stdout, "\ncost relative to raw (Anthropic/OpenAI) and error lines of folded blocks visible; default %s\n", defaultLabel())
 	for _, r := range rows {
 		mark := ""
 		if r.infeasible {

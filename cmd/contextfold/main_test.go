@@ -70,6 +70,29 @@ func TestBenchOnTheSample(t *testing.T) {
 	}
 }
 
+// TestBenchSweepAndHalves: -half replays one half of the fixed split and
+// -sweep prints the digest-clip and schedule grids with the default marked.
+func TestBenchSweepAndHalves(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "-quiet", "-sweep", "-half", "tune", "-window", "32000", "../../testdata/trajectories"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"4 sessions", "digest min-clip=64 ", "headroom=0.50 min-mass=0.02 ", "default headroom=0.50 min-mass=0.02"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("sweep output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// One trajectory per family: every one of them is in the tune half.
+	errb.Reset()
+	if code := run([]string{"bench", "-quiet", "-half", "test", "../../testdata/trajectories"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no trajectories in the test half") {
+		t.Fatalf("empty half: %d %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "-half", "middle", "../../testdata/trajectories"}, &out, &errb); code != 2 {
+		t.Fatalf("bad half: %d %q", code, errb.String())
+	}
+}
+
 func TestCLIErrors(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {

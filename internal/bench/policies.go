@@ -305,6 +305,7 @@ type ContextFold struct {
 	Label   string
 	Knobs   policy.Knobs
 	Policy  policy.Policy
+	Limits  digest.Limits // zero: the engine's defaults
 	Reserve int
 }
 
@@ -319,7 +320,7 @@ func (p ContextFold) Name() string {
 // Replay implements Policy.
 func (p ContextFold) Replay(t *Trace, window int) Replay {
 	var r Replay
-	e := engine.New(engine.Config{Knobs: p.Knobs, Policy: p.Policy})
+	e := engine.New(engine.Config{Knobs: p.Knobs, Policy: p.Policy, Limits: p.Limits})
 	c := newPiCompaction(p.Reserve)
 	summaryMsg := func() []byte {
 		return []byte(`{"role":"compactionSummary","summary":"(summary ` + strconv.Itoa(c.count) + `)","tokensBefore":0,"timestamp":` + strconv.Itoa(c.count) + `}`)

@@ -57,18 +57,22 @@ func BenchmarkSteadyTurn(b *testing.B) {
 // 1,000-message (~1 MB) session whose digests were prepared while idle.
 func BenchmarkFoldEvent(b *testing.B) {
 	msgs := benchSession(1000)
+	folded := 0
+	defer func() { b.ReportMetric(float64(folded), "blocks") }()
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
 		e := New(Config{})
-		e.Step(Request{Append: msgs[:len(msgs)-1], Window: 400_000, Reported: 10_000}, NopJournal{})
+		e.Step(Request{Append: msgs[:len(msgs)-1], Window: 200_000, Paused: true}, NopJournal{})
 		for e.Prepare(1 << 20) { // digests are prepared between requests
 		}
 		b.StartTimer()
-		res := e.Step(Request{Keep: len(msgs) - 1, Append: msgs[len(msgs)-1:], Window: 400_000, Reported: 190_000}, NopJournal{})
-		if res.Event == nil {
-			b.Fatal("no fold event")
+		// Past the 150k budget: the schedule's urgent event.
+		res := e.Step(Request{Keep: len(msgs) - 1, Append: msgs[len(msgs)-1:], Window: 200_000, Reported: 190_000}, NopJournal{})
+		if res.Event == nil || len(res.Event.Folds) < 300 {
+			b.Fatal("no full fold event")
 		}
+		folded = len(res.Event.Folds)
 	}
 }
 

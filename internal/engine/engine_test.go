@@ -9,6 +9,7 @@ import (
 	"github.com/contextfold/contextfold/internal/apply"
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
@@ -571,11 +572,20 @@ func errorLinesVisible(t testing.TB, text, dig string) {
 
 func TestBenchReplay(t *testing.T) {
 	files := benchFiles(t)
+	for _, prof := range []struct {
+		name string
+		pol  policy.Policy
+	}{{"schedule", nil}, {"ladder", ladder.Ladder{}}} {
+		t.Run(prof.name, func(t *testing.T) { benchReplay(t, files, prof.pol) })
+	}
+}
+
+func benchReplay(t *testing.T, files []string, pol policy.Policy) {
 	for _, window := range []int{128_000, 32_000} {
 		events, folds := 0, 0
 		for _, f := range files {
 			msgs := loadPi(t, f)
-			e := New(Config{})
+			e := New(Config{Policy: pol})
 			j := &memJournal{}
 			turns := drive(t, e, msgs, window, j)
 			for k := 1; k < len(turns); k++ {

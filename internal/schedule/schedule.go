@@ -1,25 +1,28 @@
 // Package schedule is the cost-aware fold schedule, the shipped fold policy.
 //
 // A fold event is worth doing only when the prompt-cache re-write it causes
-// is repaid by the cheaper requests after it. This policy prices every
-// candidate event and folds only when it pays:
+// is repaid by the cheaper requests after it. The schedule prices the event
+// on offer — every candidate outside the protected tail, folded at once so
+// the fixed cost is paid once — and takes it when it pays:
 //
-//   - cost: the request that carries the event re-writes, at the cache-write
-//     price, everything from its earliest newly folded block to the end,
-//     instead of reading it at the cache-read price;
-//   - benefit: every later request reads the folded mass fewer times, at the
-//     cache-read price, for the requests still to come;
-//   - requests still to come are learned from the session so far: a session
-//     that has run n requests is expected to run about n more (the Lindy
-//     estimate, which needs no constant tuned to a benchmark).
+//   - cost K: the request that carries the event re-writes, at the
+//     cache-write price, everything from its earliest newly folded block to
+//     the end, instead of reading it at the cache-read price;
+//   - benefit: every later request reads the folded mass M fewer times, at
+//     the cache-read price r, so the requests still to come, R, must repay
+//     K: r·M·R > K. R is learned from the session so far: a session that
+//     has run n requests is expected to run about n more (the Lindy
+//     estimate, no constant tuned to a benchmark);
+//   - timing: with a fixed cost per event and foldable mass growing by g
+//     per request, cost per request is least when each event folds
+//     sqrt(2·K·g/r) (the economic order quantity), so smaller batches wait.
 //
-// Of the possible events (fold every candidate from position p on), the one
-// with the best net value is taken if it is positive and saves a worthwhile
-// mass. When the request would exceed the budget, an urgent event folds
-// enough to get well under it — creating real headroom, into the protected
-// tail if it must — so that urgent events do not recur on every request.
-// When the cache is known cold anyway (an idle gap, a model change), a fold
-// costs no extra re-write, and every candidate folds.
+// When the request would exceed the budget, an urgent event folds every
+// candidate and, oldest first, reaches into the tail until the context is
+// Headroom under the budget, so that urgent events do not recur on every
+// request (the newest block and results the model has not yet seen never
+// fold). When the cache is known cold anyway (an idle gap, a model change),
+// an event costs no extra re-write and any worthwhile batch folds.
 //
 // It is pure and deterministic, like every policy: the same view gives the
 // same decision, and the engine still freezes each event's bytes for good.
@@ -107,7 +110,6 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	}
 	remaining := float64(max(v.Requests, p.MinRemaining))
 	minMass := int(p.MinMass * float64(v.Window))
-	st.StepTokens = minMass
 	rendered := func(b *policy.ViewBlock) int {
 		if b.Frozen {
 			return b.FoldedTokens
@@ -176,28 +178,29 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		st.LiveTokens = v.LiveTokens - saved
 		return policy.Decision{Fold: ids, Trigger: policy.Cap, Status: st, IntoTail: intoTail}
 	}
-	if earliest < 0 || mass < minMass {
+	if earliest < 0 {
 		return policy.Decision{Status: st}
 	}
-	// The event's extra cost: re-write the (now smaller) suffix instead of
+	// The event's extra cost K: re-write the (now smaller) suffix instead of
 	// reading it. Nothing extra when the cache is cold anyway.
 	cost := p.PriceWrite*float64(suffix-mass) - p.PriceRead*float64(suffix)
 	trigger := policy.Economic
 	if v.CacheCold {
 		cost, trigger = 0, policy.Free
 	}
-	// Each later request reads mass fewer tokens; the requests still to come
-	// must repay the event.
-	perRequest := p.PriceRead * float64(mass)
-	if perRequest*remaining <= cost {
-		return policy.Decision{Status: st}
+	// The mass an event needs, the largest of: a worthwhile size; enough
+	// that the requests still to come repay K (each reads mass fewer
+	// tokens); and the batch that minimises cost per request — with a
+	// fixed cost K per event and foldable mass growing by g per request,
+	// folding once the mass reaches sqrt(2·K·g/r) (the economic order
+	// quantity).
+	need := float64(minMass)
+	if cost > 0 {
+		g := float64(foldable) / remaining // foldable tokens per request so far
+		need = max(need, cost/(p.PriceRead*remaining), math.Sqrt(2*cost*g/p.PriceRead))
 	}
-	// Wait for the batch that minimises cost per request: with a fixed cost
-	// K per event and unfolded mass growing by g per request, the best
-	// interval folds once the mass reaches sqrt(2·K·g/r) (the economic
-	// order quantity).
-	g := float64(foldable) / remaining // foldable tokens per request so far
-	if !v.CacheCold && float64(mass) < math.Sqrt(2*cost*g/p.PriceRead) {
+	st.StepTokens = int(math.Ceil(need))
+	if float64(mass) < need {
 		return policy.Decision{Status: st}
 	}
 	st.LiveTokens = v.LiveTokens - mass

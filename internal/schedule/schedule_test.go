@@ -107,6 +107,9 @@ func TestEconomicDecisions(t *testing.T) {
 		if !reflect.DeepEqual(d.Fold, want) || d.Trigger != tt.trigger || d.IntoTail {
 			t.Errorf("%s: fold %v trigger %q intoTail %v, want %v %q (status %+v)", tt.name, d.Fold, d.Trigger, d.IntoTail, want, tt.trigger, d.Status)
 		}
+		if len(d.Fold) == 0 && !d.Status.OverBudget && d.Status.MaskableTokens > 0 && d.Status.StepTokens <= d.Status.MaskableTokens {
+			t.Errorf("%s: waits with %d maskable, but reports folding at %d", tt.name, d.Status.MaskableTokens, d.Status.StepTokens)
+		}
 		again := tt.v()
 		if d2 := (Economic{}).Conduct(&again); !reflect.DeepEqual(d, d2) {
 			t.Errorf("%s: not deterministic", tt.name)

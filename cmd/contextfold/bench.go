@@ -14,6 +14,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/bench"
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/trajectory"
@@ -27,6 +28,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write report.md, report.json and SVG charts to this folder")
 	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
 	sweep := fs.Bool("sweep", false, "sweep the schedule's headroom and minimum event size and print every setting's cost")
+	sweepLadder := fs.Bool("sweep-ladder", false, "sweep the ladder profile's fold-at, step and tail and print the best settings per window")
 	half := fs.String("half", "all", "replay only one half of the fixed tune/test split: tune, test or all")
 	system := fs.Int("system-tokens", bench.DefaultSystemTokens, "fixed system prompt and tool list, in tokens")
 	write := fs.Float64("price-write", bench.Anthropic.CacheWrite, "Anthropic-style cache-write price (input = 1)")
@@ -77,6 +79,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *sweep {
 		return runSweep(traces, opt, stdout)
+	}
+	if *sweepLadder {
+		return runLadderSweep(traces, opt, stdout)
 	}
 	rep := bench.Run(traces, opt)
 	if *asJSON {
@@ -249,4 +254,47 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 func defaultLabel() string {
 	d := schedule.Default
 	return fmt.Sprintf("headroom=%.2f min-mass=%.2f", d.Headroom, d.MinMass)
+}
+
+// runLadderSweep replays the ladder profile over a grid of fold-at, step
+// and tail and prints each window's ten cheapest settings, best first.
+func runLadderSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
+	label := func(k policy.Knobs) string {
+		return fmt.Sprintf("at=%.2f step=%.2f tail=%dk", k.FoldAt, k.FoldStep, k.Tail/1000)
+	}
+	pols := []bench.Policy{bench.Raw{}}
+	for _, at := range []float64{0.25, 0.35, 0.45, 0.55} {
+		for _, step := range []float64{0.06, 0.12, 0.2} {
+			for _, tail := range []int{5_000, 10_000, 20_000} {
+				k := policy.DefaultKnobs
+				k.FoldAt, k.FoldStep, k.Tail = at, step, tail
+				pols = append(pols, bench.ContextFold{Label: label(k), Knobs: k, Policy: ladder.Ladder{}})
+			}
+		}
+	}
+	opt.Policies = pols
+	rep := bench.Run(traces, opt)
+	def := label(policy.DefaultKnobs)
+	for _, win := range rep.Windows {
+		rs := append([]*bench.Result(nil), win.Overall[1:]...)
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Relative["anthropic"] < rs[j].Relative["anthropic"] })
+		fmt.Fprintf(stdout, "window %dk, ladder profile (cost relative to raw, Anthropic / OpenAI; seed defaults %s):\n", win.Window/1000, def)
+		for i, r := range rs {
+			if i == 10 {
+				break
+			}
+			feas := ""
+			if !r.Feasible {
+				feas = " (not feasible)"
+			}
+			fmt.Fprintf(stdout, "  %-30s %.3f / %.3f%s\n", r.Policy, r.Relative["anthropic"], r.Relative["openai"], feas)
+		}
+		for _, r := range rs {
+			if r.Policy == def {
+				fmt.Fprintf(stdout, "  seed defaults: %.3f / %.3f\n", r.Relative["anthropic"], r.Relative["openai"])
+			}
+		}
+		fmt.Fprintf(stdout, "best: %s\n\n", rs[0].Policy)
+	}
+	return 0
 }

@@ -82,6 +82,11 @@ func TestBenchSweepAndHalves(t *testing.T) {
 			t.Errorf("sweep output lacks %q:\n%s", want, out.String())
 		}
 	}
+	out.Reset()
+	if code := run([]string{"bench", "-quiet", "-sweep-ladder", "-window", "32000", "../../testdata/trajectories/swe-agent"}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "seed defaults: ") || !strings.Contains(out.String(), "best: at=") {
+		t.Fatalf("ladder sweep: %d\n%s", code, out.String())
+	}
 	// One trajectory per family: every one of them is in the tune half.
 	errb.Reset()
 	if code := run([]string{"bench", "-quiet", "-half", "test", "../../testdata/trajectories"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no trajectories in the test half") {

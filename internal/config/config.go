@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/schedule"
 )
 
 // FileName is the saved settings file in Pi's agent directory.
@@ -110,7 +111,7 @@ func choice(opts ...string) func(string) (string, float64, error) {
 
 // Knobs is the table of every setting, in menu order.
 var Knobs = []Knob{
-	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: fold when the cache re-write pays back on the requests still to come; ladder: the seed design's fixed thresholds (first fold at, fold step)", []string{"economic", "ladder"}, choice("economic", "ladder")},
+	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: fold when the cache re-write pays back on the requests still to come; ladder: the seed design's fixed thresholds (first fold at, fold step)", schedule.Profiles, choice(schedule.Profiles...)},
 	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "(0, 1]", "ladder policy: first fold when usage reaches this fraction of the window", nil, fraction},
 	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "(0, 1]", "ladder policy: a fold event must mask at least this fraction of the window", nil, fraction},
 	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "(0, 1]", "ladder policy: first-fold threshold while the session never had a live cache read", nil, fraction},

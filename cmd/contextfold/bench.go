@@ -17,7 +17,6 @@ import (
 	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/schedule"
-	"github.com/contextfold/contextfold/internal/trajectory"
 )
 
 func benchCmd(args []string, stdout, stderr io.Writer) int {
@@ -52,7 +51,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if len(paths) == 0 {
 		paths = []string{"testdata/trajectories"}
 	}
-	traces, err := loadTraces(paths, *system)
+	traces, err := bench.LoadAll(paths, *system)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold bench:", err)
 		return 1
@@ -118,27 +117,6 @@ func parseWindows(list string, one int) ([]int, error) {
 		ws = append(ws, n)
 	}
 	return ws, nil
-}
-
-func loadTraces(paths []string, system int) ([]*bench.Trace, error) {
-	var traces []*bench.Trace
-	for _, p := range paths {
-		files, err := trajectory.Find(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			t, err := bench.Load(f, system)
-			if err != nil {
-				return nil, err
-			}
-			traces = append(traces, t)
-		}
-	}
-	if len(traces) == 0 {
-		return nil, fmt.Errorf("no trajectories in %s", strings.Join(paths, ", "))
-	}
-	return traces, nil
 }
 
 func writeReport(rep *bench.Report, dir string) error {

@@ -164,16 +164,7 @@ func TestContextFoldKeepsErrorsAndRecoverability(t *testing.T) {
 
 // TestSampleReportGolden pins the whole report on the bundled sample.
 func TestSampleReportGolden(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/trajectories/*/*.jsonl")
-	var traces []*Trace
-	for _, f := range files {
-		tr, err := Load(f, DefaultSystemTokens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		traces = append(traces, tr)
-	}
-	rep := Run(traces, Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+	rep := Run(loadDir(t, "../../testdata/trajectories"), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
 	var b bytes.Buffer
 	rep.Markdown(&b)
 	var svg bytes.Buffer
@@ -197,17 +188,9 @@ func TestSampleReportGolden(t *testing.T) {
 
 func loadDir(t *testing.T, dir string) []*Trace {
 	t.Helper()
-	files, err := trajectory.Find(dir)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no trajectories under %s: %v", dir, err)
-	}
-	var traces []*Trace
-	for _, f := range files {
-		tr, err := Load(f, DefaultSystemTokens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		traces = append(traces, tr)
+	traces, err := LoadAll([]string{dir}, DefaultSystemTokens)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return traces
 }

@@ -52,6 +52,29 @@ func Load(path string, systemTokens int) (*Trace, error) {
 	return Prepare(name, trajectory.Family(path), ms, systemTokens), nil
 }
 
+// LoadAll reads every trajectory file under paths (directories or files),
+// in the order trajectory.Find gives.
+func LoadAll(paths []string, systemTokens int) ([]*Trace, error) {
+	var traces []*Trace
+	for _, p := range paths {
+		files, err := trajectory.Find(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			t, err := Load(f, systemTokens)
+			if err != nil {
+				return nil, err
+			}
+			traces = append(traces, t)
+		}
+	}
+	if len(traces) == 0 {
+		return nil, fmt.Errorf("no trajectories in %s", strings.Join(paths, ", "))
+	}
+	return traces, nil
+}
+
 // Prepare builds a trace from trajectory messages.
 func Prepare(name, family string, ms []trajectory.Message, systemTokens int) *Trace {
 	c := trajectory.ToPi(ms)

@@ -427,61 +427,15 @@ func (p ContextFold) segs(t *Trace, e *engine.Engine, c *piCompaction, base int)
 }
 
 // visibleLines counts the distinct error lines errs of a folded block that
-// its digest shows: verbatim, or clipped to a prefix ending in an ellipsis,
-// or as a member of a counted group of same-shape lines (digest.Shape) whose
-// first line is shown. whole counts the lines shown complete.
+// its digest shows (digest.ShowLines), and how many of them whole.
 func visibleLines(dig string, errs []string) (visible, whole int) {
-	shown := splitLines(dig)
-	shapes := make([]string, len(errs))
-	for j, line := range errs {
-		shapes[j] = digest.Shape(line)
-	}
-	for j, line := range errs {
-		if ok, complete := showsLine(shown, line, false); ok {
+	for _, sh := range digest.ShowLines(dig, errs) {
+		if sh != digest.Hidden {
 			visible++
-			if complete {
-				whole++
-			}
-			continue
 		}
-		for k := 0; k < j; k++ {
-			if shapes[k] == shapes[j] {
-				if ok, _ := showsLine(shown, errs[k], true); ok {
-					visible++
-				}
-				break
-			}
+		if sh == digest.Whole {
+			whole++
 		}
 	}
 	return visible, whole
-}
-
-// showsLine reports whether a digest line shows line, and whether whole;
-// with group set, only a line carrying a group count counts.
-func showsLine(shown []string, line string, group bool) (ok, complete bool) {
-	for _, d := range shown {
-		d, n := digest.GroupCount(d)
-		if group && n < 2 {
-			continue
-		}
-		if d == line {
-			return true, true
-		}
-		if n := len(d) - len(tokens.Ellipsis); n > 0 && d[n:] == tokens.Ellipsis && len(line) >= n && line[:n] == d[:n] {
-			ok = true
-		}
-	}
-	return ok, false
-}
-
-func splitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
 }

@@ -237,3 +237,27 @@ func TestThinkingDigest(t *testing.T) {
 		t.Errorf("got %q want %q", got, want)
 	}
 }
+
+func TestShowLines(t *testing.T) {
+	lines := []string{
+		"src/a.ts(1,2): error TS2554: Expected 1 arguments, but got 0.",
+		"src/b.ts(9,9): error TS2554: Expected 2 arguments, but got 1.",
+		"fatal: " + strings.Repeat("x", 300),
+		"Command exited with code 2",
+	}
+	tests := []struct {
+		name string
+		dig  string
+		want []Shown
+	}{
+		{"whole, and a stand-alone line's relatives stay hidden", "tag\n" + lines[0] + "\n" + lines[3], []Shown{Whole, Hidden, Hidden, Whole}},
+		{"a counted group shows its members", "tag\n" + lines[0] + " (×2)", []Shown{Whole, InGroup, Hidden, Hidden}},
+		{"a clipped prefix, and a clipped group line", "tag\n" + lines[0][:30] + "… (×2)\n" + lines[2][:80] + "…", []Shown{Clipped, InGroup, Clipped, Hidden}},
+		{"a bare ellipsis shows nothing", "tag\n…", []Shown{Hidden, Hidden, Hidden, Hidden}},
+	}
+	for _, tt := range tests {
+		if got := ShowLines(tt.dig, lines); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -44,6 +44,14 @@ export function findEngine(): string | null {
 	return null;
 }
 
+/** The facts of the request's model the engine's thinking rules need. */
+function modelFacts(m: ExtensionContext["model"]): Record<string, unknown> | undefined {
+	if (!m) return undefined;
+	// compat's type depends on the api; only Anthropic's has this flag.
+	const compat = m.compat as { supportsMidConvoEffort?: boolean } | undefined;
+	return { api: m.api, provider: m.provider, id: m.id, reasoning: m.reasoning || undefined, midConvoEffort: compat?.supportsMidConvoEffort === true || undefined };
+}
+
 /** The CONTEXTFOLD_* environment, for the engine to parse and validate. */
 function knobEnv(): Record<string, string> {
 	const out: Record<string, string> = {};
@@ -165,6 +173,7 @@ export class Session {
 			const params = turnParams(messages, this.needFull ? 0 : keep, {
 				window: usage?.contextWindow ?? ctx.model?.contextWindow ?? 0,
 				reported: usage?.tokens ?? null,
+				model: modelFacts(ctx.model),
 				full: this.needFull || undefined,
 			});
 			const res = await engine.requestRaw("turn", params, TURN_TIMEOUT());

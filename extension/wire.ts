@@ -92,7 +92,7 @@ export function turnParams(msgs: readonly unknown[], keep: number, extra: Record
 /**
  * Applies placements to msgs in place. A tool result's whole content becomes
  * one text part; an assistant part keeps every field but its text or
- * thinking. The result serialises byte-identically to the engine's own
+ * thinking, and a thinking part loses its thinkingSignature. The result serialises byte-identically to the engine's own
  * apply (internal/apply). Returns how many substitutions applied.
  */
 export function applyPlacements(msgs: any[], placements: readonly Placement[], layers: ReadonlyMap<number, Layer>, below = Infinity): number {
@@ -111,7 +111,12 @@ export function applyPlacements(msgs: any[], placements: readonly Placement[], l
 		const parts = m.content;
 		if (!Array.isArray(parts)) continue;
 		const part = parts[pi];
-		if (part?.type === "thinking") parts[pi] = { ...part, thinking: text };
+		if (part?.type === "thinking") {
+			// A signature binds the exact text it was minted for: a folded
+			// thinking part goes out unsigned, which Pi sends as text.
+			const { thinkingSignature: _, ...rest } = part;
+			parts[pi] = { ...rest, thinking: text };
+		}
 		else if (part?.type === "text") parts[pi] = { ...part, text };
 		else continue;
 		n++;

@@ -9,8 +9,10 @@
 package apply
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -49,7 +51,9 @@ var ErrShape = errors.New("apply: message shape does not allow substitution")
 
 // Rewrite returns raw with one substitution applied: for part -1 the
 // "content" member becomes [{"type":"text","text":…}]; otherwise the
-// "text" or "thinking" member of content[part] becomes text.
+// "text" or "thinking" member of content[part] becomes text. A thinking part
+// also loses its "thinkingSignature": a signature binds the exact text it was
+// minted for, and Pi's providers send an unsigned thinking part as text.
 func Rewrite(raw []byte, part int, text string) ([]byte, error) {
 	ms, err := rawjson.Object(raw)
 	if err != nil {
@@ -82,6 +86,11 @@ func Rewrite(raw []byte, part int, text string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: part %d is %s", ErrShape, part, typ)
 	}
 	newPart := splice(els[part], pm, field, rawjson.Quote(nil, text))
+	if field == "thinking" {
+		if newPart, err = unsign(newPart); err != nil {
+			return nil, ErrShape
+		}
+	}
 	// Splice the new part into the content array, then the array into the message.
 	ps, pe := starts[part], starts[part]+len(els[part])
 	arr := make([]byte, 0, len(c.Value)-len(els[part])+len(newPart))
@@ -89,6 +98,39 @@ func Rewrite(raw []byte, part int, text string) ([]byte, error) {
 	arr = append(arr, newPart...)
 	arr = append(arr, c.Value[pe:]...)
 	return splice(raw, ms, "content", arr), nil
+}
+
+// signatureKey is the member of a Pi thinking part that holds its signature.
+const signatureKey = "thinkingSignature"
+
+// unsign removes every thinkingSignature member from a part object, keeping
+// every other byte.
+func unsign(part []byte) ([]byte, error) {
+	for {
+		ms, err := rawjson.Object(part)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(ms, func(m rawjson.Member) bool { return m.Key == signatureKey })
+		if i < 0 {
+			return part, nil
+		}
+		var from, to int
+		if i > 0 {
+			from, to = ms[i-1].End, ms[i].End // `,"thinkingSignature":…`
+		} else {
+			from = bytes.IndexByte(part, '{') + 1
+			to = ms[0].End
+			if len(ms) > 1 {
+				// `"thinkingSignature":…,` up to the next key
+				for to < len(part) && part[to] != ',' {
+					to++
+				}
+				to++
+			}
+		}
+		part = append(append(make([]byte, 0, len(part)-(to-from)), part[:from]...), part[to:]...)
+	}
 }
 
 func last(ms []rawjson.Member, key string) (rawjson.Member, bool) {

@@ -77,3 +77,21 @@ func FuzzRewrite(f *testing.F) {
 		}
 	})
 }
+
+func TestUnsign(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"type":"thinking","thinking":"t","thinkingSignature":"s"}`, `{"type":"thinking","thinking":"t"}`},
+		{`{"thinkingSignature":"s","type":"thinking"}`, `{"type":"thinking"}`},
+		{`{ "thinkingSignature" : "s" , "type":"thinking" }`, `{ "type":"thinking" }`},
+		{`{"type":"thinking" , "thinkingSignature" : {"a":[1,"}"]} }`, `{"type":"thinking" }`},
+		{`{"thinkingSignature":"a","thinkingSignature":"b","type":"thinking"}`, `{"type":"thinking"}`},
+		{`{"thinkingSignature":"s"}`, `{}`},
+		{`{"type":"thinking"}`, `{"type":"thinking"}`},
+	}
+	for _, c := range cases {
+		got, err := unsign([]byte(c.in))
+		if err != nil || string(got) != c.want || !rawjson.Valid(got) {
+			t.Errorf("unsign(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+}

@@ -77,7 +77,34 @@ type Block struct {
 	Args []byte
 	// FullOutputPath is details.fullOutputPath of a truncated tool result.
 	FullOutputPath string
+	// Signed marks a thinking part that carries a thinkingSignature: an
+	// Anthropic signature, an encrypted Responses reasoning item, a Gemini
+	// thought signature. Redacted marks Pi's redacted thinking, whose text
+	// is a placeholder for an opaque payload.
+	Signed, Redacted bool
+	// UnsignedReadable says that Pi sends this thinking part's text as
+	// readable text once its signature is removed (see ThinkingFolds).
+	UnsignedReadable bool
 }
+
+// unsignedReadableAPIs are the Pi apis whose providers send a thinking part
+// without a signature as its plain text: Anthropic and Bedrock Claude as a
+// text block, Gemini as an unsigned thought part. The others carry signed
+// reasoning as an opaque item whose text never reaches the model (OpenAI
+// Responses reasoning items, chat-completions reasoning_details) or as a
+// named field, so a digest in the text would never be sent, and dropping
+// the signature would drop the item its tool calls are paired with.
+var unsignedReadableAPIs = map[string]bool{
+	"anthropic-messages":      true,
+	"bedrock-converse-stream": true,
+	"google-generative-ai":    true,
+	"google-vertex":           true,
+	"google-gemini-cli":       true,
+}
+
+// Sent reports whether Pi sends this assistant message to the provider at
+// all: it drops those that ended in an error or were aborted.
+func (m *Message) Sent() bool { return m.StopReason != "error" && m.StopReason != "aborted" }
 
 // Durable reports whether id is a content-anchored id that may fold.
 func Durable(id string) bool {
@@ -85,22 +112,31 @@ func Durable(id string) bool {
 }
 
 // Foldable is the kind gate: only tool results without images and thinking
-// parts ever fold. It says nothing about the id; see Durable.
+// parts ever fold. A folded thinking part loses its signature (a signature
+// binds the exact text), so a signed part folds only where Pi then sends
+// the digest as text; redacted thinking never folds. It says nothing about
+// the id; see Durable.
 func (b *Block) Foldable() bool {
 	switch b.Kind {
 	case ToolResult:
 		return !b.Opaque
 	case Thinking:
-		return true
+		return !b.Redacted && (!b.Signed || b.UnsignedReadable)
 	}
 	return false
 }
 
 // Message is one decoded message.
 type Message struct {
-	Raw    []byte // the message's JSON exactly as received
-	Role   string
-	Blocks []Block
+	Raw  []byte // the message's JSON exactly as received
+	Role string
+	// API, Provider and Model are an assistant message's origin, as Pi
+	// records it; Pi sends its signed thinking only to that same model.
+	API, Provider, Model string
+	// StopReason is an assistant message's stopReason; Pi never sends one
+	// that ended in "error" or "aborted".
+	StopReason string
+	Blocks               []Block
 	// Err is set when the JSON could not be decoded; the message then has one
 	// positional Other block and passes through untouched.
 	Err error
@@ -214,6 +250,8 @@ func Decode(raw []byte, i int) Message {
 		if !ok && hasTS {
 			a, ok = "t"+ts, true
 		}
+		m.API, m.Provider, m.Model = str(ms, "api"), str(ms, "provider"), str(ms, "model")
+		m.StopReason = str(ms, "stopReason")
 		for j, p := range parts {
 			pm, err := rawjson.Object(p)
 			if err != nil {
@@ -230,7 +268,10 @@ func Decode(raw []byte, i int) Message {
 				}
 			case "thinking":
 				if t := str(pm, "thinking"); t != "" {
-					add(Block{ID: id, Kind: Thinking, Part: j, Text: t})
+					add(Block{ID: id, Kind: Thinking, Part: j, Text: t,
+						Signed:           strings.TrimSpace(str(pm, "thinkingSignature")) != "",
+						Redacted:         rawjson.Bool(mustGet(pm, "redacted")),
+						UnsignedReadable: unsignedReadableAPIs[m.API]})
 				}
 			case "toolCall":
 				name := str(pm, "name")

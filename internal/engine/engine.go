@@ -18,6 +18,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/contextfold/contextfold/internal/apply"
@@ -29,6 +30,7 @@ import (
 	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/seedindex"
 	"github.com/contextfold/contextfold/internal/tokens"
+	"github.com/contextfold/contextfold/internal/wire"
 )
 
 // DefaultWindow is the context window assumed when the caller knows none.
@@ -75,6 +77,24 @@ type Event struct {
 	Trigger policy.Trigger
 	Folds   []registry.Record
 	Index   seedindex.Record
+	// Thinking is what the event costs the model's signed thinking on a
+	// preserved-thinking model.
+	Thinking ThinkingCost
+}
+
+// ThinkingCost counts, for one fold event on a model that binds thinking to
+// its prefix, the signed thinking blocks after the event's earliest changed
+// byte: every one of them fails its prefix check from this request on.
+type ThinkingCost struct {
+	// Invalidated is every such block.
+	Invalidated int `json:"invalidated"`
+	// Folded is how many of them the event folded too, so that the model
+	// keeps a digest and a recall code instead of losing them.
+	Folded int `json:"folded"`
+	// Dropped is how many the provider will drop: those that must stay as
+	// they are (the current tool-use cycle's, redacted ones). It is the least
+	// the rules allow for this event's earliest changed byte.
+	Dropped int `json:"dropped"`
 }
 
 // Journal makes engine decisions durable. The engine calls it before any
@@ -237,6 +257,9 @@ type Request struct {
 	Paused bool
 	// CacheCold tells the policy the provider's cache is cold anyway.
 	CacheCold bool
+	// Model is the model the request goes to; the zero value means unknown,
+	// and the newest assistant message's origin stands in for it.
+	Model wire.Model
 	// KnownVersion, when HaveVersion is set, is the placement version the
 	// caller already holds: Step then leaves Result.Placements nil if the
 	// version did not change, sparing a steady-state request the list.
@@ -461,6 +484,10 @@ func (e *Engine) buildView(req Request) policy.View {
 			v.Requests++
 		}
 	}
+	// The current tool-use cycle: the newest assistant message Pi sends.
+	// Providers require its thinking back exactly as produced, so it never
+	// folds (nor does that of any unsent message after it).
+	cycle := e.cycle()
 	special := len(e.unfolded) > 0 || len(e.rejected) > 0
 	for k := range e.view {
 		vb := &e.view[k]
@@ -474,7 +501,8 @@ func (e *Engine) buildView(req Request) policy.View {
 		} else {
 			v.LiveTokens += vb.Tokens
 		}
-		vb.Held = vb.Kind == block.ToolResult && vb.Msg > lastAssistant
+		vb.Held = vb.Kind == block.ToolResult && vb.Msg > lastAssistant ||
+			vb.Kind == block.Thinking && cycle >= 0 && vb.Msg >= cycle
 		if special && !vb.Held && vb.Foldable {
 			vb.Held = e.unfolded[vb.ID] || e.rejected[vb.ID]
 		}
@@ -494,6 +522,30 @@ func (e *Engine) buildView(req Request) policy.View {
 	}
 	v.Resolve = func(k int) int { return e.ensureMeta(k).tokens }
 	return v
+}
+
+// cycle returns the index of the newest assistant message that Pi sends
+// (not errored or aborted), or -1.
+func (e *Engine) cycle() int {
+	for i := e.tr.Len() - 1; i >= 0; i-- {
+		if m := e.tr.Message(i); m.Role == "assistant" && m.Sent() {
+			return i
+		}
+	}
+	return -1
+}
+
+// model returns the request's model, or the newest sent assistant
+// message's origin when the caller does not know it.
+func (e *Engine) model(req Request) wire.Model {
+	if req.Model.Known() {
+		return req.Model
+	}
+	if c := e.cycle(); c >= 0 {
+		m := e.tr.Message(c)
+		return wire.Model{API: m.API, Provider: m.Provider, ID: m.Model}
+	}
+	return wire.Model{}
 }
 
 // protectFrom walks back from the newest block and returns the index of the
@@ -555,21 +607,22 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 	taken := map[string]bool{}
 	codes := map[string]string{}
 	var masked []seedindex.Masked
-	for _, id := range dec.Fold {
-		k := index[id]
+	// fold adds block k to the event; invalidated says the block loses its
+	// signed form to this event anyway, so it folds even inside the tail and
+	// even where the digest is not smaller.
+	fold := func(id string, k int, invalidated bool) bool {
 		if k < 0 || taken[id] {
-			continue
+			return false
 		}
-		taken[id] = true
 		vb := &v.Blocks[k]
-		if !vb.Durable || !vb.Foldable || vb.Held || vb.Frozen {
-			continue
+		if !vb.Durable || !vb.Foldable || vb.Held || vb.Frozen || e.rejected[id] {
+			return false
 		}
-		if vb.Protected && (!dec.IntoTail || k == len(blocks)-1) {
-			continue // the newest block is always protected
+		if !invalidated && vb.Protected && (!dec.IntoTail || k == len(blocks)-1) {
+			return false // the newest block is always protected
 		}
 		if _, done := e.frozen[id]; done {
-			continue // frozen bytes outrank any later op for the same id
+			return false // frozen bytes outrank any later op for the same id
 		}
 		b := &blocks[k]
 		m := e.ensureMeta(k)
@@ -577,14 +630,15 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		if body, ok := dec.Digests[id]; ok {
 			text = digest.Authored(id, body)
 		}
-		if e.cfg.Cost(text) >= b.Tokens {
-			continue // folding would not make it smaller
+		if !invalidated && e.cfg.Cost(text) >= b.Tokens {
+			return false // folding would not make it smaller
 		}
+		taken[id] = true
 		code := digest.Code(id)
 		if e.reg.Collides(id, code) || (codes[code] != "" && codes[code] != id) {
 			e.rejected[id] = true
 			collisions = append(collisions, id)
-			continue
+			return false
 		}
 		codes[code] = id
 		bytes, lines := registry.Extent(b.Text)
@@ -595,9 +649,16 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		}
 		ev.Folds = append(ev.Folds, rec)
 		masked = append(masked, seedindex.Masked{Block: b, Facts: *m.facts, Span: spanOf(&rec)})
+		return true
+	}
+	for _, id := range dec.Fold {
+		fold(id, index[id], false)
 	}
 	if len(ev.Folds) == 0 {
 		return nil, collisions
+	}
+	if model := e.model(req); wire.Preserved(model) {
+		ev.Thinking = e.invalidate(model, v, maps.Clone(taken), fold)
 	}
 	used := v.Used()
 	frac := 0.0
@@ -610,6 +671,40 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		Masked: masked, Calls: e.calls(), Users: e.users(),
 	})
 	return ev, collisions
+}
+
+// invalidate handles a fold event on a model that binds thinking to its
+// prefix: every signed thinking block of that model after the event's
+// earliest changed block fails its prefix check from now on. Each one that
+// may fold is folded in this event, so the model keeps its digest and code;
+// the rest (the current cycle's, redacted ones) the provider drops.
+func (e *Engine) invalidate(model wire.Model, v *policy.View, folded map[string]bool, fold func(string, int, bool) bool) ThinkingCost {
+	blocks := e.tr.Blocks()
+	first := len(blocks)
+	for k := range blocks {
+		if folded[blocks[k].ID] {
+			first = k
+			break
+		}
+	}
+	var c ThinkingCost
+	for k := first + 1; k < len(blocks); k++ {
+		b := &blocks[k]
+		if b.Kind != block.Thinking || !b.Signed || v.Blocks[k].Frozen {
+			continue
+		}
+		m := e.tr.Message(b.Msg)
+		if !m.Sent() || (model.Known() && !wire.SameModel(model, m.API, m.Provider, m.Model)) {
+			continue // Pi does not send it to this model at all
+		}
+		c.Invalidated++
+		if fold(b.ID, k, true) {
+			c.Folded++
+		} else {
+			c.Dropped++
+		}
+	}
+	return c
 }
 
 func spanOf(r *registry.Record) seedindex.Span {

@@ -495,7 +495,8 @@ func TestBadInputPassesThrough(t *testing.T) {
 
 // TestApplyMatchesTypeScriptShape pins the exact bytes of a substitution: the
 // TypeScript adapter builds {...m, content:[{type:"text",text}]} and
-// {...part, text|thinking}; JSON.stringify of those is this.
+// {...part, text|thinking} (a thinking part without its thinkingSignature,
+// which binds the original text); JSON.stringify of those is this.
 func TestApplyMatchesTypeScriptShape(t *testing.T) {
 	tr := []byte(`{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"details":{"fullOutputPath":"/tmp/x"},"isError":false,"timestamp":1}`)
 	got, err := apply.Rewrite(tr, -1, "{#0qq769 FOLDED} bash → 2 lines <&> \u2028")
@@ -511,7 +512,7 @@ func TestApplyMatchesTypeScriptShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != `{"role":"assistant","content":[{"type":"thinking","thinking":"D","thinkingSignature":"s"},{"type":"toolCall","id":"c1","name":"bash","arguments":{}}],"responseId":"r"}` {
+	if string(got) != `{"role":"assistant","content":[{"type":"thinking","thinking":"D"},{"type":"toolCall","id":"c1","name":"bash","arguments":{}}],"responseId":"r"}` {
 		t.Fatalf("assistant rewrite %s", got)
 	}
 	if _, err := apply.Rewrite(as, 1, "D"); err == nil {

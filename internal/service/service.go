@@ -36,6 +36,7 @@ import (
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/telemetry"
+	"github.com/contextfold/contextfold/internal/wire"
 )
 
 // CustomType is the Pi custom entry type holding engine entries.
@@ -271,6 +272,8 @@ type TurnParams struct {
 	Append   [][]byte
 	Window   int
 	Reported int
+	// Model is the model the request goes to (Pi's ctx.model).
+	Model wire.Model
 	// Full asks for every placement and layer (after an adapter restart).
 	Full bool
 }
@@ -298,6 +301,10 @@ func parseTurn(params []byte) (TurnParams, error) {
 			err = json.Unmarshal(m.Value, &p.Keep)
 		case "window":
 			err = json.Unmarshal(m.Value, &p.Window)
+		case "model":
+			if !rawjson.IsNull(m.Value) {
+				err = json.Unmarshal(m.Value, &p.Model)
+			}
 		case "reported":
 			if !rawjson.IsNull(m.Value) {
 				var f float64
@@ -353,7 +360,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
 	}
 	res := ss.eng.Step(engine.Request{
-		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported,
+		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported, Model: p.Model,
 		Cold:         ss.tm.Cold(),
 		CacheCold:    ss.tm.CacheCold(s.now().UnixMilli(), ss.conf.IdleFor(ss.tm.Provider())),
 		Paused:       ss.tm.Bridged,

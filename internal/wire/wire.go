@@ -1,0 +1,77 @@
+// Package wire knows what Pi's providers do with the thinking in a request,
+// so the engine never folds a block the provider would reject or silently
+// lose. It is pure: no I/O, no clock.
+//
+// The rules, per Pi 1.6's provider code (pi-ai/dist/api) and the providers'
+// documentation:
+//
+//   - A thinking part reaches the provider only when it comes from the
+//     request's own model (same provider, api and model id);
+//     transformMessages drops the rest.
+//   - Anthropic, Bedrock Claude and Gemini send a thinking part with its
+//     signature as signed thinking, and without one as plain text (an
+//     unsigned thought part for Gemini). A signature binds the exact text,
+//     so a folded part is always sent unsigned (internal/apply).
+//   - OpenAI Responses and chat-completions send signed reasoning as an
+//     opaque item (reasoning item, reasoning_details) whose text never
+//     reaches the model; such parts never fold (block.Foldable).
+//   - Preserved-thinking Claude models (Preserved) also bind each thinking
+//     block to its prefix: system, tools and every content block before it.
+//     A fold anywhere before a block invalidates it; Pi marks these models
+//     and sends block_binding drop_block, so the API drops the block instead
+//     of rejecting the request.
+package wire
+
+import "strings"
+
+// Model is the model a request goes to, as the adapter reports it from
+// Pi's ctx.model. The zero value means unknown (offline replays).
+type Model struct {
+	API      string `json:"api"`
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	// Reasoning is the model's reasoning flag.
+	Reasoning bool `json:"reasoning,omitempty"`
+	// MidConvoEffort is compat.supportsMidConvoEffort: Pi's mark of an
+	// Anthropic model with preserved thinking, for which it sends
+	// thinking.block_binding.prefix_mismatch_behavior "drop_block".
+	MidConvoEffort bool `json:"midConvoEffort,omitempty"`
+}
+
+// Known reports whether m names a model.
+func (m Model) Known() bool { return m.ID != "" }
+
+// preservedIDs are the model families Anthropic lists as running prefix
+// checks on thinking blocks ("Prefix checks", supported models).
+var preservedIDs = []string{"fable-5", "mythos-5", "opus-5-5", "sonnet-5-5", "haiku-5-5"}
+
+// Preserved reports whether model binds thinking to its prefix: Pi's mark
+// on an Anthropic model, or a Claude model id of a preserved family (which
+// is also how Pi's Bedrock provider decides to send block_binding).
+func Preserved(m Model) bool {
+	if m.API == "anthropic-messages" && m.MidConvoEffort {
+		return true
+	}
+	switch m.API {
+	case "anthropic-messages", "bedrock-converse-stream", "":
+		return PreservedID(m.ID)
+	}
+	return false
+}
+
+// PreservedID reports whether a model id is of a preserved-thinking family.
+func PreservedID(id string) bool {
+	id = strings.ToLower(id)
+	for _, f := range preservedIDs {
+		if strings.Contains(id, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// SameModel reports whether an assistant message of origin (api, provider,
+// model) is from m, so that Pi sends its thinking to m at all.
+func SameModel(m Model, api, provider, model string) bool {
+	return m.API == api && m.Provider == provider && m.ID == model
+}

@@ -136,7 +136,7 @@ type Message struct {
 	// StopReason is an assistant message's stopReason; Pi never sends one
 	// that ended in "error" or "aborted".
 	StopReason string
-	Blocks               []Block
+	Blocks     []Block
 	// Err is set when the JSON could not be decoded; the message then has one
 	// positional Other block and passes through untouched.
 	Err error

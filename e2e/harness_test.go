@@ -74,7 +74,12 @@ type Config struct {
 	// Server configures the fake server.
 	Server fakellm.Options
 	// Model is the --model argument; "" means "fake/fake-model". The agent
-	// dir also declares "fakeanth/fake-claude" (anthropic-messages api).
+	// dir also declares, each against the same fake server:
+	// fakeanth/fake-claude, fakeanth/fake-claude-thinking and
+	// fakeanth/<fakellm.PreservedClaude> (anthropic-messages: no thinking,
+	// thinking, preserved thinking), fakeresp/fake-gpt and
+	// fakeresp/fake-gpt-reasoning (openai-responses), fakegem/fake-gemini and
+	// fakegem/fake-gemini-thinking (google-generative-ai).
 	Model string
 	// ContextWindow is the models' contextWindow; 0 means 24000.
 	ContextWindow int
@@ -166,18 +171,36 @@ func NewEnv(t testing.TB, cfg Config) *Env {
 }
 
 func (e *Env) modelsJSON() any {
-	model := func(id, name string) map[string]any {
+	model := func(id, name string, reasoning bool) map[string]any {
 		return map[string]any{
-			"id": id, "name": name, "reasoning": false, "input": []string{"text"},
+			"id": id, "name": name, "reasoning": reasoning, "input": []string{"text"},
 			"contextWindow": e.Config.ContextWindow, "maxTokens": e.Config.MaxTokens,
 			"cost": map[string]any{"input": 1, "output": 2, "cacheRead": 0.1, "cacheWrite": 1.25},
 		}
 	}
+	// The preserved-thinking Claude: Pi marks such models with
+	// compat.supportsMidConvoEffort and then sends block_binding drop_block.
+	preserved := model(fakellm.PreservedClaude, "Fake Claude Fable (preserved thinking)", true)
+	preserved["compat"] = map[string]any{"supportsMidConvoEffort": true}
 	return map[string]any{"providers": map[string]any{
 		"fake": map[string]any{"baseUrl": e.Server.URL(), "api": "openai-completions", "apiKey": "dummy",
-			"models": []any{model("fake-model", "Fake Model")}},
+			"models": []any{model("fake-model", "Fake Model", false)}},
 		"fakeanth": map[string]any{"baseUrl": e.Server.AnthropicURL(), "api": "anthropic-messages", "apiKey": "dummy",
-			"models": []any{model("fake-claude", "Fake Claude")}},
+			"models": []any{
+				model("fake-claude", "Fake Claude", false),
+				model("fake-claude-thinking", "Fake Claude (thinking)", true),
+				preserved,
+			}},
+		"fakeresp": map[string]any{"baseUrl": e.Server.URL(), "api": "openai-responses", "apiKey": "dummy",
+			"models": []any{
+				model("fake-gpt", "Fake GPT", false),
+				model("fake-gpt-reasoning", "Fake GPT (reasoning)", true),
+			}},
+		"fakegem": map[string]any{"baseUrl": e.Server.URL() + "beta", "api": "google-generative-ai", "apiKey": "dummy",
+			"models": []any{
+				model("fake-gemini", "Fake Gemini", false),
+				model("fake-gemini-thinking", "Fake Gemini (thinking)", true),
+			}},
 	}}
 }
 

@@ -18,7 +18,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 
 	"github.com/contextfold/contextfold/internal/apply"
@@ -658,7 +657,7 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		return nil, collisions
 	}
 	if model := e.model(req); wire.Preserved(model) {
-		ev.Thinking = e.invalidate(model, v, maps.Clone(taken), fold)
+		ev.Thinking = e.invalidate(model, v, taken, fold)
 	}
 	used := v.Used()
 	frac := 0.0
@@ -678,11 +677,11 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 // earliest changed block fails its prefix check from now on. Each one that
 // may fold is folded in this event, so the model keeps its digest and code;
 // the rest (the current cycle's, redacted ones) the provider drops.
-func (e *Engine) invalidate(model wire.Model, v *policy.View, folded map[string]bool, fold func(string, int, bool) bool) ThinkingCost {
+func (e *Engine) invalidate(model wire.Model, v *policy.View, taken map[string]bool, fold func(string, int, bool) bool) ThinkingCost {
 	blocks := e.tr.Blocks()
 	first := len(blocks)
 	for k := range blocks {
-		if folded[blocks[k].ID] {
+		if taken[blocks[k].ID] {
 			first = k
 			break
 		}
@@ -698,7 +697,7 @@ func (e *Engine) invalidate(model wire.Model, v *policy.View, folded map[string]
 			continue // Pi does not send it to this model at all
 		}
 		c.Invalidated++
-		if fold(b.ID, k, true) {
+		if taken[b.ID] || fold(b.ID, k, true) {
 			c.Folded++
 		} else {
 			c.Dropped++

@@ -20,6 +20,9 @@ type Entry struct {
 	// Folds are a fold event's records; a record without a digest is
 	// recall-only (written at compaction for a block that never folded).
 	Folds []registry.Record `json:"folds,omitempty"`
+	// Thinking is a fold event's cost to a preserved-thinking model's signed
+	// thinking; absent when it had none.
+	Thinking *ThinkingCost `json:"thinking,omitempty"`
 	// IDs are the blocks an unfold released.
 	IDs []string `json:"ids,omitempty"`
 }
@@ -42,7 +45,12 @@ const EntryVersion = 1
 
 // Entry returns the persisted form of a fold event.
 func (ev *Event) Entry() Entry {
-	return Entry{V: EntryVersion, Kind: KindFold, Seq: ev.Seq, Trigger: string(ev.Trigger), Folds: ev.Folds}
+	en := Entry{V: EntryVersion, Kind: KindFold, Seq: ev.Seq, Trigger: string(ev.Trigger), Folds: ev.Folds}
+	if ev.Thinking != (ThinkingCost{}) {
+		th := ev.Thinking
+		en.Thinking = &th
+	}
+	return en
 }
 
 // UnfoldEntry returns the persisted form of an unfold.

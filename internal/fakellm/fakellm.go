@@ -93,6 +93,11 @@ func (u Usage) IsZero() bool { return u == Usage{} }
 
 // Reply is what the model answers.
 type Reply struct {
+	// Thinking are the model's reasoning blocks, streamed before the text
+	// and tool calls, each minted with a signature (an Anthropic thinking
+	// block with its signature, a Responses reasoning item with its
+	// encrypted content, a Gemini thought part with its thoughtSignature).
+	Thinking []string
 	// Text is the assistant text, streamed in pieces. It may be combined with
 	// ToolCalls; the text comes first.
 	Text string
@@ -147,6 +152,11 @@ type Options struct {
 	// ChunkBytes is the size of the text and argument pieces streamed;
 	// 0 means 64.
 	ChunkBytes int
+	// MinCacheTokens is the Anthropic minimum cacheable prompt length;
+	// 0 means DefaultMinCacheTokens.
+	MinCacheTokens int
+	// Now is the clock of the prompt-cache lifetime; nil means time.Now.
+	Now func() time.Time
 }
 
 // Recorded is one model request together with the answer it got.
@@ -159,9 +169,21 @@ type Recorded struct {
 	Usage Usage
 	// Status is the HTTP status sent.
 	Status int
+	// Signatures are the signatures minted for Reply.Thinking, one each
+	// (for Gemini, also for the function-call parts; see gemini.go).
+	Signatures []string
+	// Dropped lists the replayed signed blocks the strict rules dropped
+	// instead of rejecting (Anthropic's drop_block, Responses reasoning
+	// removals): what the provider reports in input_transformations.
+	Dropped []Transformation
+
+	ant *antState // what the Anthropic rules derived, for minting and usage
 	// ParseError is set when the body could not be parsed; the request was
 	// answered with HTTP 400.
 	ParseError string
+	// Error is the strict rule the request broke, answered as the provider
+	// would (HTTP 400 and its error shape); nil when it broke none.
+	Error *APIError
 }
 
 // Server is a running fake model server.
@@ -182,6 +204,7 @@ type Server struct {
 	mu        sync.Mutex
 	reqs      []Recorded
 	unhandled []string
+	cache     map[[32]byte]cacheEntry // Anthropic's prompt cache
 }
 
 // Start starts a server on 127.0.0.1 with an ephemeral port.
@@ -275,13 +298,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handleModel(w, r, OpenAI)
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/messages"):
 		s.handleModel(w, r, Anthropic)
+	case r.Method == http.MethodPost && strings.HasSuffix(path, "/responses"):
+		s.handleModel(w, r, Responses)
+	case r.Method == http.MethodPost && (strings.HasSuffix(path, ":streamGenerateContent") || strings.HasSuffix(path, ":generateContent")):
+		s.handleModel(w, r, Gemini)
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
 		s.handleModels(w)
 	default:
 		s.mu.Lock()
 		s.unhandled = append(s.unhandled, r.Method+" "+r.URL.Path)
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, OpenAI, "no route "+r.Method+" "+r.URL.Path)
+		writeError(w, &APIError{Status: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path}, OpenAI)
 	}
 }
 
@@ -306,19 +333,23 @@ func (s *Server) handleModels(w http.ResponseWriter) {
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, api API) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, api, "read body: "+err.Error())
+		writeError(w, &APIError{Status: http.StatusBadRequest, Message: "read body: " + err.Error()}, api)
 		return
 	}
 	rec := s.decide(r, api, body)
 	if rec.Status != http.StatusOK {
-		msg := rec.ParseError
-		if msg == "" {
-			msg = rec.Reply.ErrorMessage
+		e := rec.Error
+		if e == nil {
+			msg := rec.ParseError
+			if msg == "" {
+				msg = rec.Reply.ErrorMessage
+			}
+			if msg == "" {
+				msg = http.StatusText(rec.Status)
+			}
+			e = &APIError{Status: rec.Status, Message: msg}
 		}
-		if msg == "" {
-			msg = http.StatusText(rec.Status)
-		}
-		writeError(w, rec.Status, api, msg)
+		writeError(w, e, api)
 		return
 	}
 	model := rec.Model
@@ -331,10 +362,58 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, api API) {
 		enc.openAIStream(w, rec.Reply, rec.Usage)
 	case api == OpenAI:
 		enc.openAIJSON(w, rec.Reply, rec.Usage)
+	case api == Responses:
+		enc.responsesStream(w, &rec)
+	case api == Gemini:
+		enc.geminiStream(w, &rec)
 	case rec.Stream:
-		enc.anthropicStream(w, rec.Reply, rec.Usage)
+		enc.anthropicStream(w, &rec)
 	default:
-		enc.anthropicJSON(w, rec.Reply, rec.Usage)
+		enc.anthropicJSON(w, &rec)
+	}
+}
+
+// parse parses a request body of api.
+func parse(api API, r *http.Request, body []byte) (*Request, error) {
+	switch api {
+	case OpenAI:
+		return ParseOpenAI(body)
+	case Responses:
+		return ParseResponses(body)
+	case Gemini:
+		req, err := ParseGemini(body)
+		if err == nil {
+			req.Model = GeminiModel(r.URL.Path)
+			req.Stream = strings.HasSuffix(r.URL.Path, ":streamGenerateContent")
+		}
+		return req, err
+	}
+	return ParseAnthropic(body)
+}
+
+// check applies api's strict rules to a parsed request. A non-nil error is
+// answered as the provider would answer it; drops are recorded in rec.
+func (s *Server) check(api API, req *Request, rec *Recorded) *APIError {
+	switch api {
+	case Anthropic:
+		return s.checkAnthropic(req, rec)
+	case Responses:
+		return s.checkResponses(req, rec)
+	case Gemini:
+		return s.checkGemini(req, rec)
+	}
+	return nil
+}
+
+// mint fills rec.Signatures for rec.Reply.
+func (s *Server) mint(api API, req *Request, rec *Recorded) {
+	switch api {
+	case Anthropic:
+		s.mintAnthropic(req, rec)
+	case Responses:
+		s.mintResponses(req, rec)
+	case Gemini:
+		s.mintGemini(req, rec)
 	}
 }
 
@@ -344,13 +423,7 @@ func (s *Server) decide(r *http.Request, api API, body []byte) Recorded {
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
 
-	var req *Request
-	var err error
-	if api == OpenAI {
-		req, err = ParseOpenAI(body)
-	} else {
-		req, err = ParseAnthropic(body)
-	}
+	req, err := parse(api, r, body)
 	if err != nil {
 		req = &Request{API: api, Body: body}
 	}
@@ -373,6 +446,11 @@ func (s *Server) decide(r *http.Request, api API, body []byte) Recorded {
 		s.record(rec)
 		return rec
 	}
+	if e := s.check(api, req, &rec); e != nil {
+		rec.Status, rec.Error = e.Status, e
+		s.record(rec)
+		return rec
+	}
 
 	var reply Reply
 	if req.ToolLess() {
@@ -385,11 +463,17 @@ func (s *Server) decide(r *http.Request, api API, body []byte) Recorded {
 		reply = s.script.Reply(req)
 	}
 	reply = fillReply(reply, req.Seq)
+	rec.Reply, rec.Status = reply, http.StatusOK
+	s.mint(api, req, &rec)
 	usage := reply.Usage
 	if usage.IsZero() {
-		usage = computeUsage(req, prev, reply)
+		if api == Anthropic {
+			usage = s.anthropicUsage(req, &rec)
+		} else {
+			usage = computeUsage(req, prev, reply)
+		}
 	}
-	rec.Reply, rec.Usage, rec.Status = reply, usage, http.StatusOK
+	rec.Usage = usage
 
 	switch {
 	case reply.Status != 0 && reply.Status != http.StatusOK:
@@ -461,15 +545,53 @@ func commonPrefix(a, b []byte) int {
 	return n
 }
 
+// APIError is a request the server refuses, answered in the provider's
+// error shape.
+type APIError struct {
+	// Status is the HTTP status, 400 for a rule violation.
+	Status int
+	// Type is the provider's error type ("invalid_request_error"); for
+	// Gemini the status word ("INVALID_ARGUMENT").
+	Type string
+	// Message is the provider's error text.
+	Message string
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message) }
+
+// Transformation is one entry of a response's input_transformations: a
+// replayed block the provider dropped (or let through) instead of rejecting
+// the request.
+type Transformation struct {
+	Type   string `json:"type"`
+	Path   string `json:"path,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Action string `json:"action,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
 // writeError writes an error body in the style of the API.
-func writeError(w http.ResponseWriter, status int, api API, msg string) {
+func writeError(w http.ResponseWriter, e *APIError, api API) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
+	w.WriteHeader(e.Status)
+	typ := e.Type
 	var body any
-	if api == Anthropic {
-		body = map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}}
-	} else {
-		body = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}}
+	switch api {
+	case Anthropic:
+		if typ == "" {
+			typ = "invalid_request_error"
+		}
+		body = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": e.Message}}
+	case Gemini:
+		if typ == "" {
+			typ = "INVALID_ARGUMENT"
+		}
+		body = map[string]any{"error": map[string]any{"code": e.Status, "message": e.Message, "status": typ}}
+	default:
+		if typ == "" {
+			typ = "invalid_request_error"
+		}
+		body = map[string]any{"error": map[string]any{"message": e.Message, "type": typ, "param": nil, "code": nil}}
 	}
 	json.NewEncoder(w).Encode(body)
 }

@@ -19,6 +19,11 @@ const (
 	OpenAI API = "openai"
 	// Anthropic is POST /v1/messages (Pi's "anthropic-messages" api).
 	Anthropic API = "anthropic"
+	// Responses is POST /v1/responses (Pi's "openai-responses" api).
+	Responses API = "responses"
+	// Gemini is POST /v1beta/models/{model}:streamGenerateContent (Pi's
+	// "google-generative-ai" api).
+	Gemini API = "gemini"
 )
 
 // ToolCall is one function call, either requested by the model (in a Reply)

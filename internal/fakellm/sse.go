@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -240,10 +241,12 @@ func anthropicUsage(u Usage) antUsage {
 	}
 }
 
-// anthropicStream writes a Messages API event stream: message_start,
-// content blocks (text, then tool_use), message_delta with the stop reason,
-// message_stop.
-func (e encoder) anthropicStream(w http.ResponseWriter, r Reply, u Usage) {
+// anthropicStream writes a Messages API event stream: message_start (with
+// input_transformations when the rules dropped blocks), content blocks
+// (thinking with its signature, text, then tool_use), message_delta with the
+// stop reason and usage, message_stop.
+func (e encoder) anthropicStream(w http.ResponseWriter, rec *Recorded) {
+	r, u := rec.Reply, rec.Usage
 	out := newSSE(w)
 	ev := func(typ string, fields map[string]any) {
 		fields["type"] = typ
@@ -251,10 +254,33 @@ func (e encoder) anthropicStream(w http.ResponseWriter, r Reply, u Usage) {
 	}
 	start := anthropicUsage(u)
 	start.OutputTokens = 1
-	ev("message_start", map[string]any{"message": map[string]any{
+	msg := map[string]any{
 		"id": fmt.Sprintf("msg_%d", e.seq), "type": "message", "role": "assistant", "model": e.model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start}})
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start}
+	if len(rec.Dropped) > 0 {
+		msg["input_transformations"] = rec.Dropped
+	}
+	ev("message_start", map[string]any{"message": msg})
 	idx := 0
+	for i, t := range r.Thinking {
+		sig := ""
+		if i < len(rec.Signatures) {
+			sig = rec.Signatures[i]
+		}
+		if _, ok := strings.CutPrefix(t, RedactedPrefix); ok {
+			ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "redacted_thinking", "data": sig}})
+			ev("content_block_stop", map[string]any{"index": idx})
+			idx++
+			continue
+		}
+		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		for _, p := range pieces(t, e.chunk) {
+			ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": p}})
+		}
+		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "signature_delta", "signature": sig}})
+		ev("content_block_stop", map[string]any{"index": idx})
+		idx++
+	}
 	if r.Text != "" {
 		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
 		for _, p := range pieces(r.Text, e.chunk) {
@@ -272,23 +298,40 @@ func (e encoder) anthropicStream(w http.ResponseWriter, r Reply, u Usage) {
 		ev("content_block_stop", map[string]any{"index": idx})
 		idx++
 	}
+	end := anthropicUsage(u)
 	ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": anthropicStopReason(r.FinishReason), "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": u.Completion}})
+		"usage": end})
 	ev("message_stop", map[string]any{})
 }
 
 // anthropicJSON writes a non-streaming Messages API response.
-func (e encoder) anthropicJSON(w http.ResponseWriter, r Reply, u Usage) {
+func (e encoder) anthropicJSON(w http.ResponseWriter, rec *Recorded) {
+	r, u := rec.Reply, rec.Usage
 	content := []any{}
+	for i, t := range r.Thinking {
+		sig := ""
+		if i < len(rec.Signatures) {
+			sig = rec.Signatures[i]
+		}
+		if _, ok := strings.CutPrefix(t, RedactedPrefix); ok {
+			content = append(content, map[string]any{"type": "redacted_thinking", "data": sig})
+		} else {
+			content = append(content, map[string]any{"type": "thinking", "thinking": t, "signature": sig})
+		}
+	}
 	if r.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": r.Text})
 	}
 	for _, tc := range r.ToolCalls {
 		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": tc.Arguments})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
+	body := map[string]any{
 		"id": fmt.Sprintf("msg_%d", e.seq), "type": "message", "role": "assistant", "model": e.model,
 		"content": content, "stop_reason": anthropicStopReason(r.FinishReason), "stop_sequence": nil,
-		"usage": anthropicUsage(u)})
+		"usage": anthropicUsage(u)}
+	if len(rec.Dropped) > 0 {
+		body["input_transformations"] = rec.Dropped
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(body)
 }

@@ -79,6 +79,7 @@ type session struct {
 	recalls        map[string]int // recall count per code (churn)
 	turns          int
 	recallCalls    int
+	thinking       *thinkingLog
 }
 
 // New returns a service answering on conn.
@@ -238,12 +239,18 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		index:      indexfile.Open(indexfile.Dir(p.SessionDir, p.SessionID)),
 		sentLayers: map[int]bool{},
 		recalls:    map[string]int{},
+		thinking:   newThinkingLog(),
 	}
 	res := &OpenResult{IndexPath: ss.index.Path(), Warnings: conf.Warnings, Config: conf.Values}
 	entries, bad := decodeEntries(p.Entries)
 	res.Skipped += bad
 	skipped, err := ss.eng.Replay(entries)
 	res.Skipped += skipped
+	for _, en := range entries {
+		if en.Kind == engine.KindFold && en.Thinking != nil {
+			ss.thinking.event(en.Seq, *en.Thinking, true)
+		}
+	}
 	if err != nil {
 		res.Warnings = append(res.Warnings, err.Error())
 	}
@@ -359,6 +366,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	if p.Keep > ss.eng.Len() {
 		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
 	}
+	ss.thinking.observe(p.Append)
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported, Model: p.Model,
 		Cold:         ss.tm.Cold(),
@@ -384,6 +392,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		out.Event = &EventSummary{Seq: res.Event.Seq, Trigger: string(res.Event.Trigger), Blocks: len(res.Event.Folds), Masked: saved}
 		ss.events++
 		ss.masked += saved
+		ss.thinking.event(res.Event.Seq, res.Event.Thinking, false)
 		ss.tm.NoteFold(saved)
 	}
 	for _, l := range ss.eng.Layers() {

@@ -114,6 +114,13 @@ type Status struct {
 	WireDeferred int     `json:"wireDeferred"`
 	Bridged      bool    `json:"bridged"`
 	Compactions  int     `json:"compactions"`
+	// Thinking on preserved-thinking models: what fold events invalidated,
+	// folded and left to the provider, and what the newest response says
+	// the provider dropped.
+	ThinkingInvalidated     int `json:"thinkingInvalidated"`
+	ThinkingFolded          int `json:"thinkingFolded"`
+	ThinkingExpectedDropped int `json:"thinkingExpectedDropped"`
+	ThinkingDroppedNow      int `json:"thinkingDroppedNow"`
 }
 
 // flags are the yellow flags of the status.
@@ -223,6 +230,9 @@ func (s *Service) statusView() *Status {
 			st.Lines = append(st.Lines, fmt.Sprintf("folds: saved %s tok so far; re-prefill cost unknown (this provider reports no cache writes)", telemetry.K(int(tm.SavedTotal))))
 		}
 	}
+	st.Lines = append(st.Lines, ss.thinking.lines()...)
+	st.ThinkingInvalidated, st.ThinkingFolded, st.ThinkingExpectedDropped = ss.thinking.sum.Invalidated, ss.thinking.sum.Folded, ss.thinking.sum.Dropped
+	st.ThinkingDroppedNow = max(ss.thinking.now, 0)
 	if p, ok := telemetry.Payback(tm.Carried(), ss.conf.ReconTokens); ok && len(st.Flags) == 0 && ss.window > 0 && tm.Carried() > ss.window*6/10 {
 		st.Lines = append(st.Lines, fmt.Sprintf("carrying ~%s tok: a fresh session would pay for itself in ~%.1f warm requests", telemetry.K(tm.Carried()), p))
 	}

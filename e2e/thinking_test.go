@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/fakellm"
+)
+
+// Thinker makes a Script think before every answer: each reply carries one
+// reasoning block, long enough to fold, naming the request it answers, so a
+// digest's first line says which text it stands for (ThinkingText).
+type Thinker struct {
+	fakellm.Script
+}
+
+// ThinkingText is the reasoning Thinker produces for request seq.
+func ThinkingText(seq int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Reasoning for request %d: decide the next step.", seq)
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&b, "\nconsideration %d of request %d: the output so far looks consistent", i, seq)
+	}
+	return b.String()
+}
+
+// Reply implements fakellm.Script.
+func (t *Thinker) Reply(req *fakellm.Request) fakellm.Reply {
+	r := t.Script.Reply(req)
+	r.Thinking = append([]string{ThinkingText(req.Seq)}, r.Thinking...)
+	return r
+}
+
+// Summary implements fakellm.Summarizer when the wrapped script does.
+func (t *Thinker) Summary(req *fakellm.Request) string {
+	if s, ok := t.Script.(fakellm.Summarizer); ok {
+		return s.Summary(req)
+	}
+	return fakellm.DefaultSummaryText
+}
+
+var thoughtDigestRE = regexp.MustCompile(`\{#([0-9a-z]{6}) FOLDED\} thought · ~\d+ tok · Reasoning for request (\d+):`)
+
+// thinkingClasses are the model classes of each wire format Pi speaks that
+// a strict fake serves: no thinking, thinking, preserved thinking.
+var thinkingClasses = []struct {
+	name, model string
+	thinking    bool // --thinking high
+	preserved   bool // thinking bound to its prefix, drop_block
+	foldsThink  bool // signed thinking folds on this wire
+}{
+	{"anthropic/no-thinking", "fakeanth/fake-claude", false, false, false},
+	{"anthropic/thinking", "fakeanth/fake-claude-thinking", true, false, true},
+	{"anthropic/preserved", "fakeanth/" + fakellm.PreservedClaude, true, true, true},
+}
+
+// TestThinkingProvidersFoldSafely runs a 60-step session with thinking in
+// real Pi against each strict fake, with the shipped schedule and the
+// ladder profile: no request may be rejected, Pi exits 0, several fold
+// events happen, thinking folds where its digest reaches the model, and on
+// a preserved-thinking model the provider drops exactly the blocks the
+// engine said each event must leave to it.
+func TestThinkingProvidersFoldSafely(t *testing.T) {
+	for _, c := range thinkingClasses {
+		for _, profile := range []string{"default", "ladder"} {
+			t.Run(c.name+"/"+profile, func(t *testing.T) {
+				t.Parallel()
+				ls := &LongSession{Steps: 60, SkipRecall: true, SkipUnfold: true}
+				cfg := Config{Script: &Thinker{Script: ls}, Compaction: noCompaction, Model: c.model, ContextWindow: 48_000}
+				if c.thinking {
+					cfg.Args = []string{"--thinking", "high"}
+				}
+				cfg = WithContextFold(t, cfg)
+				if profile == "ladder" {
+					cfg.Env["CONTEXTFOLD_POLICY"] = "ladder"
+				}
+				env := NewEnv(t, cfg)
+				res := env.Print(PrintOptions{Prompt: "Run gen.sh for every step, then report."})
+				checkProviderRun(t, env, res)
+				events := foldEntries(t, env)
+				if len(events) < 2 {
+					t.Fatalf("%d fold events, want several", len(events))
+				}
+				thoughts := 0
+				for _, r := range ToolRequests(res.Requests) {
+					thoughts = max(thoughts, len(thoughtDigestRE.FindAllString(r.Text(), -1)))
+				}
+				if c.foldsThink && thoughts == 0 {
+					t.Error("no thinking block folded")
+				}
+				if !c.thinking && thoughts > 0 {
+					t.Error("thinking digests without thinking")
+				}
+				expected, invalidated := 0, 0
+				for _, e := range events {
+					if e.Thinking != nil {
+						expected += e.Thinking.Dropped
+						invalidated += e.Thinking.Invalidated
+					}
+				}
+				dropped := droppedBlocks(res.Requests)
+				t.Logf("%d requests, %d fold events, %d thinking digests in the last request, thinking invalidated %d, expected dropped %d, provider dropped %d distinct blocks",
+					len(res.Requests), len(events), thoughts, invalidated, expected, len(dropped))
+				if !c.preserved && (invalidated > 0 || len(dropped) > 0) {
+					t.Errorf("model without prefix binding: %d invalidated, %d dropped", invalidated, len(dropped))
+				}
+				if c.preserved && len(dropped) != expected {
+					t.Errorf("the provider dropped %d distinct thinking blocks, the engine expected %d: %v", len(dropped), expected, dropped)
+				}
+			})
+		}
+	}
+}
+
+// checkProviderRun fails unless every request was answered 200 and Pi
+// exited 0.
+func checkProviderRun(t *testing.T, env *Env, res Result) {
+	t.Helper()
+	for _, r := range res.Requests {
+		if r.Status != 200 {
+			t.Fatalf("request %d answered %d: %v %s\nstderr: %s", r.Seq, r.Status, r.Error, r.ParseError, tail(res.Stderr, 1500))
+		}
+	}
+	res.Require(t)
+}
+
+// FoldEntry is the data of one contextfold.fold entry of kind "fold".
+type FoldEntry struct {
+	Seq      int `json:"seq"`
+	Thinking *struct {
+		Invalidated int `json:"invalidated"`
+		Folded      int `json:"folded"`
+		Dropped     int `json:"dropped"`
+	} `json:"thinking"`
+	Folds []struct {
+		ID   string `json:"id"`
+		Code string `json:"code"`
+		Kind string `json:"kind"`
+	} `json:"folds"`
+}
+
+func foldEntries(t *testing.T, env *Env) []FoldEntry {
+	t.Helper()
+	var out []FoldEntry
+	for _, s := range env.Sessions() {
+		for _, e := range s.Custom("contextfold.fold") {
+			var f struct {
+				Kind string `json:"kind"`
+				FoldEntry
+			}
+			if err := json.Unmarshal(e.Data, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind == "fold" {
+				out = append(out, f.FoldEntry)
+			}
+		}
+	}
+	return out
+}
+
+// droppedBlocks returns the distinct thinking blocks the fake dropped over
+// the run, each named by the request whose reasoning it held.
+func droppedBlocks(reqs []fakellm.Recorded) map[int]bool {
+	out := map[int]bool{}
+	for _, r := range reqs {
+		if len(r.Dropped) == 0 {
+			continue
+		}
+		var body struct {
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(r.Body, &body)
+		for _, d := range r.Dropped {
+			var i, j int
+			fmt.Sscanf(d.Path, "messages.%d.content.%d", &i, &j)
+			var blocks []struct {
+				Thinking string `json:"thinking"`
+			}
+			json.Unmarshal(body.Messages[i].Content, &blocks)
+			if m := regexp.MustCompile(`^Reasoning for request (\d+):`).FindStringSubmatch(blocks[j].Thinking); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				out[n] = true
+			}
+		}
+	}
+	return out
+}
+
+// anthropicInputCost prices a run's input at Anthropic's rates: input 1,
+// cache write 1.25, cache read 0.1 (per token).
+func anthropicInputCost(reqs []fakellm.Recorded) (cost float64, read, write, input int) {
+	for _, r := range reqs {
+		u := r.Usage
+		in := max(u.Prompt-u.Cached-u.CacheWrite, 0)
+		read, write, input = read+u.Cached, write+u.CacheWrite, input+in
+		cost += float64(in) + 1.25*float64(u.CacheWrite) + 0.1*float64(u.Cached)
+	}
+	return cost, read, write, input
+}
+
+// TestThinkingFoldCostAgainstTheCache: against the Anthropic fake's prompt
+// cache, the same thinking session costs no more input with context-fold
+// than without it, for each Anthropic model class.
+func TestThinkingFoldCostAgainstTheCache(t *testing.T) {
+	for _, c := range thinkingClasses {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			run := func(fold bool) (float64, Result) {
+				ls := &LongSession{Steps: 60, SkipRecall: true, SkipUnfold: true}
+				cfg := Config{Script: &Thinker{Script: ls}, Compaction: noCompaction, Model: c.model, ContextWindow: 48_000}
+				if c.thinking {
+					cfg.Args = []string{"--thinking", "high"}
+				}
+				if fold {
+					cfg = WithContextFold(t, cfg)
+				}
+				env := NewEnv(t, cfg)
+				res := env.Print(PrintOptions{Prompt: "Run gen.sh for every step, then report."})
+				checkProviderRun(t, env, res)
+				cost, read, write, input := anthropicInputCost(res.Requests)
+				t.Logf("fold=%v: %d requests, input %d, cache write %d, cache read %d tokens: cost %.0f token-units", fold, len(res.Requests), input, write, read, cost)
+				return cost, res
+			}
+			with, _ := run(true)
+			without, _ := run(false)
+			t.Logf("%s: with context-fold %.0f, without %.0f (%.3f)", c.name, with, without, with/without)
+			if with > without {
+				t.Errorf("context-fold costs more input: %.0f > %.0f", with, without)
+			}
+		})
+	}
+}
+
+// TestThinkingRecallResumeCompactHandoff: on the preserved-thinking model, a
+// folded thinking block recalls byte-exact after a restart with -c; the
+// resumed session compacts deterministically and hands off, all without a
+// rejected request.
+func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
+	for _, c := range thinkingClasses[1:] {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			script := &recaller{LongSession: &LongSession{Steps: 60, SkipRecall: true}}
+			cfg := WithContextFold(t, Config{Script: &Thinker{Script: script}, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000},
+				Model: c.model, ContextWindow: 48_000, Args: []string{"--thinking", "high"}})
+			env := NewEnv(t, cfg)
+			res := env.Print(PrintOptions{Prompt: "Run gen.sh for every step, then report."})
+			checkProviderRun(t, env, res)
+			// The script unfolded the first code of its context: a thinking
+			// digest (an assistant message precedes its tool results).
+			if u := script.Unfolded(); len(u) != 1 {
+				t.Fatalf("unfolded %v", u)
+			}
+			last := res.Requests[len(res.Requests)-1]
+			m := thoughtDigestRE.FindStringSubmatch(last.Text())
+			if m == nil {
+				t.Fatal("no folded thinking in the last request")
+			}
+			code, n := m[1], m[2]
+			seq, _ := strconv.Atoi(n)
+			r2 := env.Print(PrintOptions{Prompt: "RECALL " + code, Continue: true})
+			checkProviderRun(t, env, r2)
+			out, ok := r2.Requests[len(r2.Requests)-1].ToolResult("call_recall_" + code)
+			if !ok || !strings.Contains(out, "sha256 verified") || !strings.Contains(out, ThinkingText(seq)) {
+				t.Fatalf("recall of thinking %s after -c:\n%.600s", code, out)
+			}
+			// Resume over RPC, compact deterministically, hand off.
+			before := env.Server.Len()
+			rpc := env.StartRPC(RPCOptions{Args: []string{"-c", "--thinking", "high"}, OnDialog: func(r UIRequest) UIResponse {
+				if r.Method == "confirm" {
+					return UIConfirm(true)
+				}
+				return UICancel()
+			}})
+			if rec := rpc.Compact(""); !strings.Contains(string(rec.Raw), `"success":true`) {
+				t.Fatalf("compact: %s", rec.Raw)
+			}
+			rpc.Prompt("/fold-handoff continue the gen.sh report")
+			rpc.Prompt("RECALL " + code)
+			rpc.Close()
+			reqs := env.Server.Requests()[before:]
+			for _, r := range reqs {
+				if r.Status != 200 {
+					t.Fatalf("after resume: request %d answered %d: %v", r.Seq, r.Status, r.Error)
+				}
+			}
+			if n := len(SummaryRequests(reqs)); n != 0 {
+				t.Errorf("%d summary requests: compaction was not deterministic", n)
+			}
+			det := false
+			for _, sf := range env.Sessions() {
+				for _, c := range sf.ByType("compaction") {
+					det = det || strings.Contains(c.Summary, "(deterministic: no model wrote this)")
+				}
+			}
+			if !det {
+				t.Error("no deterministic compaction summary")
+			}
+			first := reqs[0]
+			if len(reqs) == 0 || !strings.Contains(first.Text(), "# Session handoff seed") {
+				t.Error("the handed-off session did not start from the seed")
+			}
+			out, _ = reqs[len(reqs)-1].ToolResult("call_recall_" + code)
+			if !strings.Contains(out, ThinkingText(seq)) {
+				t.Errorf("the parent's thinking code %s did not resolve after the handoff:\n%.400s", code, out)
+			}
+		})
+	}
+}

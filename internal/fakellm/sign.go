@@ -1,0 +1,33 @@
+package fakellm
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+)
+
+// signingKey is the key every fake signature is minted under. It is fixed so
+// that a session recorded against one server verifies against the next one
+// (a resumed Pi session replays blocks minted by an earlier process).
+var signingKey = []byte("fakellm signing key: not a secret")
+
+// sign returns base64(HMAC-SHA256(signingKey, len-prefixed parts)). Each
+// part is length-prefixed so that no two part lists collide.
+func sign(parts ...[]byte) string {
+	m := hmac.New(sha256.New, signingKey)
+	var n [8]byte
+	for _, p := range parts {
+		l := uint64(len(p))
+		for i := range n {
+			n[i] = byte(l >> (8 * i))
+		}
+		m.Write(n[:])
+		m.Write(p)
+	}
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// verify reports whether sig is sign(parts...), in constant time.
+func verify(sig string, parts ...[]byte) bool {
+	return hmac.Equal([]byte(sig), []byte(sign(parts...)))
+}

@@ -1,0 +1,132 @@
+package service
+
+import (
+	"fmt"
+
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// thinkingLog follows what fold events cost a preserved-thinking model:
+// what each event invalidated by the engine's count, and what the provider
+// then reported dropping. Pi records a provider's input_transformations on
+// the assistant message of that response, as a diagnostic
+// (anthropic_input_transformations, openai_input_transformations), and a
+// provider lists every still-failing block again on every request, so the
+// newest response's list is the current total.
+type thinkingLog struct {
+	events []thinkingEvent
+	sum    engine.ThinkingCost
+	// now is the number of dropped blocks in the newest response, -1 before
+	// any response was seen.
+	now int
+}
+
+// thinkingEvent is one fold event's thinking cost and the provider's
+// answer to its request.
+type thinkingEvent struct {
+	seq    int
+	cost   engine.ThinkingCost
+	before int  // dropped in the response before the event
+	after  int  // dropped in the response to the event's request
+	seen   bool // after is known
+}
+
+func newThinkingLog() *thinkingLog { return &thinkingLog{now: -1} }
+
+// event records a committed (or replayed) event's cost.
+func (t *thinkingLog) event(seq int, c engine.ThinkingCost, replayed bool) {
+	t.sum.Invalidated += c.Invalidated
+	t.sum.Folded += c.Folded
+	t.sum.Dropped += c.Dropped
+	if c == (engine.ThinkingCost{}) {
+		return
+	}
+	t.events = append(t.events, thinkingEvent{seq: seq, cost: c, before: max(t.now, 0), seen: replayed})
+}
+
+// observe reads the provider's drops from newly arrived assistant messages.
+func (t *thinkingLog) observe(msgs [][]byte) {
+	for _, raw := range msgs {
+		n, ok := droppedThinking(raw)
+		if !ok {
+			continue
+		}
+		if k := len(t.events) - 1; k >= 0 && !t.events[k].seen {
+			t.events[k].after, t.events[k].seen = n, true
+		}
+		t.now = n
+	}
+}
+
+// droppedThinking counts the thinking blocks a provider reported dropping in
+// an assistant message's diagnostics; ok is false for other messages.
+func droppedThinking(raw []byte) (n int, ok bool) {
+	ms, err := rawjson.Object(raw)
+	if err != nil {
+		return 0, false
+	}
+	if role, _ := rawjson.Get(ms, "role"); string(role) != `"assistant"` {
+		return 0, false
+	}
+	diags, has := rawjson.Get(ms, "diagnostics")
+	if !has {
+		return 0, true
+	}
+	ds, err := rawjson.Array(diags)
+	if err != nil {
+		return 0, true
+	}
+	for _, d := range ds {
+		dm, err := rawjson.Object(d)
+		if err != nil {
+			continue
+		}
+		typ, _ := rawjson.Get(dm, "type")
+		if string(typ) != `"anthropic_input_transformations"` && string(typ) != `"openai_input_transformations"` {
+			continue
+		}
+		det, _ := rawjson.Get(dm, "details")
+		detm, err := rawjson.Object(det)
+		if err != nil {
+			continue
+		}
+		list, _ := rawjson.Get(detm, "transformations")
+		ts, err := rawjson.Array(list)
+		if err != nil {
+			continue
+		}
+		for _, tr := range ts {
+			tm, err := rawjson.Object(tr)
+			if err != nil {
+				continue
+			}
+			typ, _ := rawjson.Get(tm, "type")
+			act, _ := rawjson.Get(tm, "action")
+			if string(typ) == `"thinking_dropped"` || string(typ) == `"reasoning"` && string(act) == `"removed"` {
+				n++
+			}
+		}
+	}
+	return n, true
+}
+
+// lines renders the status lines; none when no event touched thinking.
+func (t *thinkingLog) lines() []string {
+	if t.sum == (engine.ThinkingCost{}) && t.now <= 0 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("thinking: fold events invalidated %d signed blocks: %d folded with the event, %d left to the provider (the current cycle's); the latest response reports %d dropped",
+		t.sum.Invalidated, t.sum.Folded, t.sum.Dropped, max(t.now, 0))}
+	for k := max(0, len(t.events)-3); k < len(t.events); k++ {
+		e := t.events[k]
+		got := "not answered yet"
+		if e.seen && e.after >= e.before {
+			got = fmt.Sprintf("provider dropped +%d", e.after-e.before)
+		} else if e.seen {
+			got = fmt.Sprintf("provider drops %d (was %d)", e.after, e.before)
+		}
+		out = append(out, fmt.Sprintf("  event %d: invalidated %d, folded %d, expected dropped %d · %s", e.seq, e.cost.Invalidated, e.cost.Folded, e.cost.Dropped, got))
+	}
+	return out
+}

@@ -76,9 +76,12 @@ type Config struct {
 	// Model is the --model argument; "" means "fake/fake-model". The agent
 	// dir also declares, each against the same fake server:
 	// fakeanth/fake-claude, fakeanth/fake-claude-thinking and
-	// fakeanth/<fakellm.PreservedClaude> (anthropic-messages: no thinking,
-	// thinking, preserved thinking), fakeresp/fake-gpt and
-	// fakeresp/fake-gpt-reasoning (openai-responses), fakegem/fake-gemini and
+	// fakeanth/fake-claude-haiku-4-5 and fakeanth/<fakellm.PreservedClaude>
+	// (anthropic-messages: no thinking, thinking, last-turn-only thinking,
+	// preserved thinking), fakeresp/fake-gpt,
+	// fakeresp/fake-gpt-reasoning and fakeresp/fake-gpt-6.2-preserved
+	// (openai-responses: no reasoning, reasoning, reasoning removed after a
+	// prefix change), fakegem/fake-gemini and
 	// fakegem/fake-gemini-thinking (google-generative-ai).
 	Model string
 	// ContextWindow is the models' contextWindow; 0 means 24000.
@@ -189,12 +192,14 @@ func (e *Env) modelsJSON() any {
 			"models": []any{
 				model("fake-claude", "Fake Claude", false),
 				model("fake-claude-thinking", "Fake Claude (thinking)", true),
+				model("fake-claude-haiku-4-5", "Fake Claude Haiku 4.5 (last-turn thinking)", true),
 				preserved,
 			}},
 		"fakeresp": map[string]any{"baseUrl": e.Server.URL(), "api": "openai-responses", "apiKey": "dummy",
 			"models": []any{
 				model("fake-gpt", "Fake GPT", false),
 				model("fake-gpt-reasoning", "Fake GPT (reasoning)", true),
+				model("fake-gpt-6.2-preserved", "Fake GPT 6.2 (preserved reasoning)", true),
 			}},
 		"fakegem": map[string]any{"baseUrl": e.Server.URL() + "beta", "api": "google-generative-ai", "apiKey": "dummy",
 			"models": []any{

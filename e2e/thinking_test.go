@@ -56,7 +56,13 @@ var thinkingClasses = []struct {
 	{"anthropic/no-thinking", "fakeanth/fake-claude", false, false, false},
 	{"anthropic/thinking", "fakeanth/fake-claude-thinking", true, false, true},
 	{"anthropic/preserved", "fakeanth/" + fakellm.PreservedClaude, true, true, true},
+	{"responses/no-reasoning", "fakeresp/fake-gpt", false, false, false},
+	{"responses/reasoning", "fakeresp/fake-gpt-reasoning", true, false, false},
+	{"responses/preserved", "fakeresp/fake-gpt-6.2-preserved", true, true, false},
 }
+
+// anthropicClasses are the thinkingClasses the Anthropic fake serves.
+var anthropicClasses = thinkingClasses[:3]
 
 // TestThinkingProvidersFoldSafely runs a 60-step session with thinking in
 // real Pi against each strict fake, with the shipped schedule and the
@@ -86,6 +92,17 @@ func TestThinkingProvidersFoldSafely(t *testing.T) {
 					t.Fatalf("%d fold events, want several", len(events))
 				}
 				thoughts := 0
+				if c.thinking && !c.foldsThink {
+					// Reasoning items travel opaque: nothing shows the text,
+					// so nothing may fold it.
+					for _, e := range events {
+						for _, f := range e.Folds {
+							if f.Kind == "thinking" {
+								t.Fatalf("event %d folded thinking %s on a wire that sends it opaque", e.Seq, f.ID)
+							}
+						}
+					}
+				}
 				for _, r := range ToolRequests(res.Requests) {
 					thoughts = max(thoughts, len(thoughtDigestRE.FindAllString(r.Text(), -1)))
 				}
@@ -178,6 +195,11 @@ func droppedBlocks(reqs []fakellm.Recorded) map[int]bool {
 		}
 		json.Unmarshal(r.Body, &body)
 		for _, d := range r.Dropped {
+			if m := regexp.MustCompile(`^rs_(\d+)_`).FindStringSubmatch(d.ID); m != nil {
+				n, _ := strconv.Atoi(m[1]) // a Responses reasoning item, minted by request n
+				out[n] = true
+				continue
+			}
 			var i, j int
 			fmt.Sscanf(d.Path, "messages.%d.content.%d", &i, &j)
 			var blocks []struct {
@@ -209,7 +231,7 @@ func anthropicInputCost(reqs []fakellm.Recorded) (cost float64, read, write, inp
 // cache, the same thinking session costs no more input with context-fold
 // than without it, for each Anthropic model class.
 func TestThinkingFoldCostAgainstTheCache(t *testing.T) {
-	for _, c := range thinkingClasses {
+	for _, c := range anthropicClasses {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			run := func(fold bool) (float64, Result) {
@@ -243,7 +265,7 @@ func TestThinkingFoldCostAgainstTheCache(t *testing.T) {
 // resumed session compacts deterministically and hands off, all without a
 // rejected request.
 func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
-	for _, c := range thinkingClasses[1:] {
+	for _, c := range anthropicClasses[1:] {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			script := &recaller{LongSession: &LongSession{Steps: 60, SkipRecall: true}}
@@ -311,5 +333,88 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 				t.Errorf("the parent's thinking code %s did not resolve after the handoff:\n%.400s", code, out)
 			}
 		})
+	}
+}
+
+// TurnSession runs Steps gen.sh calls per user prompt, then answers with a
+// final text; step numbers continue across prompts.
+type TurnSession struct{ Steps int }
+
+// Reply implements fakellm.Script.
+func (s *TurnSession) Reply(req *fakellm.Request) fakellm.Reply {
+	total, sinceUser := 0, 0
+	for _, m := range req.Messages {
+		if m.Role == "user" && m.Content != "" {
+			sinceUser = 0
+		}
+		for _, tc := range m.ToolCalls {
+			if tc.Name == "bash" {
+				total++
+				sinceUser++
+			}
+		}
+	}
+	if sinceUser >= s.Steps {
+		return fakellm.Reply{Text: fmt.Sprintf("FINAL: %d steps", total)}
+	}
+	args, _ := json.Marshal(map[string]string{"command": GenCommand(total + 1)})
+	return fakellm.Reply{ToolCalls: []fakellm.ToolCall{{ID: GenCallID(total + 1), Name: "bash", Arguments: args}}}
+}
+
+// TestLastTurnThinkingStaysRaw: a Claude that keeps only the last turn's
+// thinking strips earlier turns' thinking itself, for free; context-fold
+// never folds a block once its turn has ended (a digest would only add
+// billed tokens) and still folds the current turn's, over three prompts
+// resumed with -c. (Measured: never folding thinking on such a model costs
+// 0.4 % more here, 288,032 against 286,783 token-units.)
+func TestLastTurnThinkingStaysRaw(t *testing.T) {
+	run := func(fold bool) (float64, []fakellm.Recorded, []int) {
+		cfg := Config{Script: &Thinker{Script: &TurnSession{Steps: 20}}, Compaction: noCompaction, Model: "fakeanth/fake-claude-haiku-4-5",
+			ContextWindow: 48_000, Args: []string{"--thinking", "high"}}
+		if fold {
+			cfg = WithContextFold(t, cfg)
+		}
+		env := NewEnv(t, cfg)
+		var starts []int // seq of each prompt's first request
+		for p := 0; p < 3; p++ {
+			starts = append(starts, env.Server.Len()+1)
+			res := env.Print(PrintOptions{Prompt: fmt.Sprintf("Prompt %d: run the next gen.sh steps.", p+1), Continue: p > 0})
+			checkProviderRun(t, env, res)
+		}
+		cost, _, _, _ := anthropicInputCost(env.Server.Requests())
+		return cost, env.Server.Requests(), starts
+	}
+	with, reqs, starts := run(true)
+	without, _, _ := run(false)
+	t.Logf("last-turn-only Claude, 3 prompts × 20 steps: input cost with context-fold %.0f, without %.0f (%.3f)", with, without, with/without)
+	if with > without {
+		t.Errorf("context-fold costs more: %.0f > %.0f", with, without)
+	}
+	turnOf := func(seq int) int {
+		t := 0
+		for i, s := range starts {
+			if seq >= s {
+				t = i
+			}
+		}
+		return t
+	}
+	folded := 0
+	seen := map[int]bool{}
+	for _, r := range reqs {
+		for _, m := range thoughtDigestRE.FindAllStringSubmatch(r.Text(), -1) {
+			n, _ := strconv.Atoi(m[2])
+			if seen[n] {
+				continue // frozen since it folded
+			}
+			seen[n] = true
+			folded++
+			if turnOf(n) < turnOf(r.Seq) {
+				t.Fatalf("request %d (prompt %d) first folds thinking from prompt %d, which the provider strips for free", r.Seq, turnOf(r.Seq)+1, turnOf(n)+1)
+			}
+		}
+	}
+	if folded == 0 {
+		t.Error("the current turn's thinking never folded")
 	}
 }

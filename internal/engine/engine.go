@@ -91,10 +91,18 @@ type ThinkingCost struct {
 	// keeps a digest and a recall code instead of losing them.
 	Folded int `json:"folded"`
 	// Dropped is how many the provider will drop: those that must stay as
-	// they are (the current tool-use cycle's, redacted ones). It is the least
-	// the rules allow for this event's earliest changed byte.
+	// they are (the current tool-use cycle's, redacted ones, opaque
+	// reasoning items). It is the least the rules allow for this event's
+	// earliest changed byte.
 	Dropped int `json:"dropped"`
+	// Lost are the ids of the dropped ones. A block counts once: an earlier
+	// event's loss is not this event's, though a later event still folds it
+	// when it can, giving the model its digest back.
+	Lost []string `json:"lost,omitempty"`
 }
+
+// IsZero reports whether the event cost no thinking.
+func (c ThinkingCost) IsZero() bool { return c.Invalidated == 0 && c.Folded == 0 && c.Dropped == 0 && len(c.Lost) == 0 }
 
 // Journal makes engine decisions durable. The engine calls it before any
 // decision takes effect; an error means nothing took effect.
@@ -165,6 +173,7 @@ type Engine struct {
 	reg      *registry.Registry
 	unfolded map[string]bool
 	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
+	lost     map[string]bool // signed thinking an event left for the provider to drop
 	prepared int             // blocks before this index have been offered to Prepare
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
@@ -179,6 +188,7 @@ func New(cfg Config) *Engine {
 		reg:      registry.New(),
 		unfolded: make(map[string]bool),
 		rejected: make(map[string]bool),
+		lost:     make(map[string]bool),
 	}
 }
 
@@ -344,7 +354,13 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 		ev, collisions := e.lower(dec, &view, req)
 		res.Collisions = collisions
 		if ev != nil {
-			if err := j.Commit(ev); err != nil {
+			err := j.Commit(ev)
+			if err == nil {
+				for _, id := range ev.Thinking.Lost {
+					e.lost[id] = true
+				}
+			}
+			if err != nil {
 				// The seq is burnt: records the journal may have half-written
 				// under it (then voided) must never be confused with a later event.
 				e.EnsureSeqAtLeast(ev.Seq)
@@ -483,10 +499,28 @@ func (e *Engine) buildView(req Request) policy.View {
 			v.Requests++
 		}
 	}
-	// The current tool-use cycle: the newest assistant message Pi sends.
+	// The current tool-use cycle: the newest assistant message Pi sends,
+	// while the request answers its tool calls (no user message after it).
 	// Providers require its thinking back exactly as produced, so it never
 	// folds (nor does that of any unsent message after it).
 	cycle := e.cycle()
+	lastUser := -1
+	for i := e.tr.Len() - 1; i >= 0; i-- {
+		if e.tr.Message(i).Role == "user" {
+			lastUser = i
+			break
+		}
+	}
+	if lastUser > cycle {
+		cycle = -1 // a new user turn: no tool-use cycle is open
+	}
+	// A Claude that keeps only the last turn's thinking strips the thinking
+	// of earlier turns itself: free, unseen, so folding it would only add
+	// the digest's tokens.
+	stripped := -1
+	if wire.StripsEarlierThinking(e.model(req)) {
+		stripped = lastUser
+	}
 	special := len(e.unfolded) > 0 || len(e.rejected) > 0
 	for k := range e.view {
 		vb := &e.view[k]
@@ -501,7 +535,7 @@ func (e *Engine) buildView(req Request) policy.View {
 			v.LiveTokens += vb.Tokens
 		}
 		vb.Held = vb.Kind == block.ToolResult && vb.Msg > lastAssistant ||
-			vb.Kind == block.Thinking && cycle >= 0 && vb.Msg >= cycle
+			vb.Kind == block.Thinking && (cycle >= 0 && vb.Msg >= cycle || vb.Msg < stripped)
 		if special && !vb.Held && vb.Foldable {
 			vb.Held = e.unfolded[vb.ID] || e.rejected[vb.ID]
 		}
@@ -696,11 +730,16 @@ func (e *Engine) invalidate(model wire.Model, v *policy.View, taken map[string]b
 		if !m.Sent() || (model.Known() && !wire.SameModel(model, m.API, m.Provider, m.Model)) {
 			continue // Pi does not send it to this model at all
 		}
+		if e.lost[b.ID] {
+			fold(b.ID, k, true) // lost to an earlier event; a digest is better than nothing
+			continue
+		}
 		c.Invalidated++
 		if taken[b.ID] || fold(b.ID, k, true) {
 			c.Folded++
 		} else {
 			c.Dropped++
+			c.Lost = append(c.Lost, b.ID)
 		}
 	}
 	return c

@@ -46,7 +46,7 @@ const EntryVersion = 1
 // Entry returns the persisted form of a fold event.
 func (ev *Event) Entry() Entry {
 	en := Entry{V: EntryVersion, Kind: KindFold, Seq: ev.Seq, Trigger: string(ev.Trigger), Folds: ev.Folds}
-	if ev.Thinking != (ThinkingCost{}) {
+	if !ev.Thinking.IsZero() {
 		th := ev.Thinking
 		en.Thinking = &th
 	}
@@ -87,6 +87,11 @@ func (e *Engine) Replay(entries []Entry) (skipped int, err error) {
 				continue
 			}
 			ev := &Event{Seq: en.Seq, Trigger: policy.Trigger(en.Trigger)}
+			if en.Thinking != nil {
+				for _, id := range en.Thinking.Lost {
+					e.lost[id] = true
+				}
+			}
 			for _, rec := range en.Folds {
 				if rec.ID == "" || rec.Code == "" || e.reg.Collides(rec.ID, rec.Code) {
 					errs = append(errs, fmt.Errorf("entry %d: record %q unusable", i, rec.ID))

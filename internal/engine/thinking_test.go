@@ -120,7 +120,7 @@ func TestPreservedThinkingEventFoldsWhatItInvalidates(t *testing.T) {
 		}
 		th := res.Event.Thinking
 		if !c.bound {
-			if th != (ThinkingCost{}) {
+			if !th.IsZero() {
 				t.Errorf("%s: thinking cost %+v on a model without prefix binding", c.name, th)
 			}
 			continue
@@ -152,21 +152,35 @@ func (p foldOldest) Conduct(v *policy.View) policy.Decision {
 	return d
 }
 
-func TestPreservedModels(t *testing.T) {
-	cases := []struct {
-		m    wire.Model
-		want bool
-	}{
-		{wire.Model{API: "anthropic-messages", ID: "x", MidConvoEffort: true}, true},
-		{wire.Model{API: "anthropic-messages", ID: "claude-fable-5-1"}, true},
-		{wire.Model{API: "bedrock-converse-stream", ID: "anthropic.claude-opus-5-5-v1"}, true},
-		{wire.Model{API: "anthropic-messages", ID: "claude-sonnet-4-5"}, false},
-		{wire.Model{API: "openai-responses", ID: "fable-5"}, false},
-		{wire.Model{}, false},
+func TestStrippedThinkingNeverFolds(t *testing.T) {
+	// Two user turns: on a last-turn-only Claude the first turn's thinking
+	// is stripped by the provider (free), so it stays; the second turn's
+	// folds but for the open cycle's.
+	msgs := thinkingSession("anthropic-messages", "claude-haiku-4-5", 4)
+	second := thinkingSession("anthropic-messages", "claude-haiku-4-5", 4)
+	s := newSession()
+	s.ts += 1_000_000
+	s.user("next")
+	for _, raw := range second[1:] {
+		msgs = append(msgs, []byte(strings.Replace(strings.Replace(string(raw), `"responseId":"resp-`, `"responseId":"t2-`, 1), `"id":"c`, `"id":"d`, 1)))
 	}
-	for _, c := range cases {
-		if got := wire.Preserved(c.m); got != c.want {
-			t.Errorf("Preserved(%+v) = %v", c.m, got)
+	msgs = append(msgs[:9:9], append([][]byte{s.msgs[0]}, msgs[9:]...)...)
+	for _, model := range []string{"claude-haiku-4-5", "claude-opus-4-5"} {
+		e := New(Config{Policy: foldAll{}, Knobs: policy.Knobs{FoldAt: 0.01, FoldStep: 0.001, ColdFoldAt: 0.01, BudgetFraction: 0.75, Tail: 1}})
+		e.Step(Request{Append: msgs, Window: 200_000, Model: wire.Model{API: "anthropic-messages", Provider: "p", ID: model}}, nil)
+		firstTurn := e.Frozen("a:resp-1:p0")
+		secondTurn := e.Frozen("a:t2-2:p0")
+		if strip := model == "claude-haiku-4-5"; firstTurn == strip || !secondTurn {
+			t.Errorf("%s: first turn's thinking folded %v, second turn's %v", model, firstTurn, secondTurn)
 		}
+	}
+}
+
+func TestNoOpenCycleAtAUserTurn(t *testing.T) {
+	msgs := thinkingSession("anthropic-messages", "m", 3)
+	e := New(Config{Policy: foldAll{}, Knobs: policy.Knobs{FoldAt: 0.01, FoldStep: 0.001, ColdFoldAt: 0.01, BudgetFraction: 0.75, Tail: 1}})
+	e.Step(Request{Append: append(msgs, []byte(`{"role":"user","content":"next","timestamp":5}`)), Window: 200_000}, nil)
+	if !e.Frozen("a:resp-3:p0") {
+		t.Error("after a new user message the newest assistant's thinking belongs to a closed cycle and may fold")
 	}
 }

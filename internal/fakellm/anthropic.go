@@ -51,6 +51,10 @@ import (
 //     its predecessor was dropped); a block minted after the change records
 //     the new prefix and the last block shown, and passes.
 //     Assumed: the final-cycle rule (2) is judged on the request as sent.
+//  3b. Last-turn-only models (ids containing haiku-4-5 or sonnet-4-5, as
+//     "all Haiku models through Claude Haiku 4.5" and earlier Sonnets):
+//     the thinking of assistant turns before the latest user message that
+//     is not tool results is stripped: not shown, not billed.
 //  4. Prompt caching. Tools, then system, then messages form the prefix.
 //     At most four cache_control breakpoints (more is a 400). At each
 //     breakpoint the longest prefix already written ending at that block or
@@ -95,6 +99,13 @@ const (
 	DefaultMinCacheTokens = 1024
 )
 
+// stripsEarlierThinking reports whether model keeps only the last turn's
+// thinking ("all Haiku models through Claude Haiku 4.5", earlier Opus and
+// Sonnet): the fake's last-turn-only models are those ids.
+func stripsEarlierThinking(model string) bool {
+	return strings.Contains(model, "haiku-4-5") || strings.Contains(model, "sonnet-4-5")
+}
+
 // preservedModel reports whether model binds thinking to its prefix.
 func preservedModel(model string) bool {
 	return model == PreservedClaude || strings.Contains(model, "fable-5")
@@ -108,6 +119,7 @@ type antSeg struct {
 	breakpoint bool
 	msg, block int // message and content index; -1 for tools, system, headers
 	dropped    bool
+	thinking   bool     // a thinking or redacted_thinking block
 	hash       [32]byte // the chained hash of every segment up to this one
 }
 
@@ -310,10 +322,11 @@ func (s *Server) checkAnthropic(req *Request, rec *Recorded) *APIError {
 			Type string `json:"type"`
 		}
 		json.Unmarshal(raw, &t)
-		if t.Type != "thinking" && t.Type != "redacted_thinking" {
+		isThinking := t.Type == "thinking" || t.Type == "redacted_thinking"
+		if !isThinking {
 			bind = chain(bind, canonical(withoutKey(raw, "output_config")))
 		}
-		seg := antSeg{canon: c, tokens: segTokens(c), msg: msg, block: blk, hash: h,
+		seg := antSeg{canon: c, tokens: segTokens(c), msg: msg, block: blk, hash: h, thinking: isThinking,
 			breakpoint: len(cc.CacheControl) > 0 && string(cc.CacheControl) != "null"}
 		if seg.breakpoint {
 			breakpoints++
@@ -437,6 +450,35 @@ func (s *Server) checkAnthropic(req *Request, rec *Recorded) *APIError {
 			json.Unmarshal(ab[0], &first)
 			if first.Type != "thinking" && first.Type != "redacted_thinking" {
 				return &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(antFinalThinking, lastAssistant, first.Type)}
+			}
+		}
+	}
+	// A last-turn-only model strips the thinking of turns before the latest
+	// user message that is not tool results: not shown, not billed.
+	if stripsEarlierThinking(b.Model) {
+		lastTurn := -1
+		for i, raw := range b.Messages {
+			var m struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			}
+			json.Unmarshal(raw, &m)
+			if m.Role != "user" {
+				continue
+			}
+			results := false
+			for _, bl := range contentBlocks(m.Content) {
+				var x antBlock
+				json.Unmarshal(bl, &x)
+				results = results || x.Type == "tool_result"
+			}
+			if !results {
+				lastTurn = i
+			}
+		}
+		for k := range st.segs {
+			if seg := &st.segs[k]; seg.thinking && seg.msg >= 0 && seg.msg < lastTurn {
+				seg.dropped = true // stripped: costs nothing (not an input_transformation)
 			}
 		}
 	}

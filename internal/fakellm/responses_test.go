@@ -649,3 +649,38 @@ func TestResponsesPreservedReasoning(t *testing.T) {
 		t.Errorf("other model: dropped %v", got)
 	}
 }
+
+func TestResponsesSeveralReasoningItems(t *testing.T) {
+	const model = "fake-gpt-preserved"
+	s := start(t, ScriptFunc(func(req *Request) Reply {
+		r := respScript(req)
+		r.Thinking = append(r.Thinking, RedactedPrefix+"hidden reasoning")
+		return r
+	}), Options{})
+	in := respConversation(t, s, model, 2)
+	rs0, rs1 := respIndex(t, in, "reasoning", "rs_1_0"), respIndex(t, in, "reasoning", "rs_1_1")
+	if rs1 != rs0+1 || len(respAt(in, rs1)["summary"].([]any)) != 0 || len(respAt(in, rs0)["summary"].([]any)) != 1 {
+		t.Fatalf("reasoning items %v %v", in[rs0], in[rs1])
+	}
+	if code, res, msg := respSend(t, s, respBodyOf(model, in, nil)); code != 200 || res.Transform != nil {
+		t.Fatalf("replay: %d %s %v", code, msg, res.Transform)
+	}
+	// Swapping the two items of one response breaks the following-item
+	// rule; an edit before them removes both (and the later ones).
+	swapped := respClone(in)
+	swapped[rs0], swapped[rs1] = swapped[rs1], swapped[rs0]
+	if code, _, msg := respSend(t, s, respBodyOf(model, swapped, nil)); code != 400 ||
+		msg != "Item 'rs_1_1' of type 'reasoning' was provided without its required following item." {
+		t.Errorf("swapped: %d %s", code, msg)
+	}
+	edited := respClone(in)
+	respAt(edited, 1)["content"] = "edited"
+	_, res, _ := respSend(t, s, respBodyOf(model, edited, nil))
+	var ids []string
+	for _, tr := range res.Transform {
+		ids = append(ids, tr.ID)
+	}
+	if want := []string{"rs_1_0", "rs_1_1", "rs_2_0", "rs_2_1"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("removed %v, want %v", ids, want)
+	}
+}

@@ -39,7 +39,8 @@ func (t *thinkingLog) event(seq int, c engine.ThinkingCost, replayed bool) {
 	t.sum.Invalidated += c.Invalidated
 	t.sum.Folded += c.Folded
 	t.sum.Dropped += c.Dropped
-	if c == (engine.ThinkingCost{}) {
+	c.Lost = nil // the ids are the engine's; the log keeps counts
+	if c.Invalidated == 0 && c.Folded == 0 && c.Dropped == 0 {
 		return
 	}
 	t.events = append(t.events, thinkingEvent{seq: seq, cost: c, before: max(t.now, 0), seen: replayed})
@@ -113,7 +114,7 @@ func droppedThinking(raw []byte) (n int, ok bool) {
 
 // lines renders the status lines; none when no event touched thinking.
 func (t *thinkingLog) lines() []string {
-	if t.sum == (engine.ThinkingCost{}) && t.now <= 0 {
+	if t.sum.IsZero() && t.now <= 0 {
 		return nil
 	}
 	out := []string{fmt.Sprintf("thinking: fold events invalidated %d signed blocks: %d folded with the event, %d left to the provider (the current cycle's); the latest response reports %d dropped",

@@ -22,7 +22,11 @@
 //     of rejecting the request.
 package wire
 
-import "strings"
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
 
 // Model is the model a request goes to, as the adapter reports it from
 // Pi's ctx.model. The zero value means unknown (offline replays).
@@ -47,16 +51,34 @@ var preservedIDs = []string{"fable-5", "mythos-5", "opus-5-5", "sonnet-5-5", "ha
 
 // Preserved reports whether model binds thinking to its prefix: Pi's mark
 // on an Anthropic model, or a Claude model id of a preserved family (which
-// is also how Pi's Bedrock provider decides to send block_binding).
+// is also how Pi's Bedrock provider decides to send block_binding); or an
+// OpenAI model from GPT-6.2 on, which removes replayed reasoning items that
+// follow an edit of earlier input (prefix_mismatch, as Pi's Responses
+// provider notes).
 func Preserved(m Model) bool {
 	if m.API == "anthropic-messages" && m.MidConvoEffort {
 		return true
 	}
 	switch m.API {
 	case "anthropic-messages", "bedrock-converse-stream", "":
-		return PreservedID(m.ID)
+		return PreservedID(m.ID) || m.API == "" && preservedGPT(m.ID)
+	case "openai-responses", "azure-openai-responses", "openai-codex-responses":
+		return preservedGPT(m.ID)
 	}
 	return false
+}
+
+var gptRE = regexp.MustCompile(`gpt-(\d+)(?:\.(\d+))?`)
+
+// preservedGPT reports whether id names GPT-6.2 or later.
+func preservedGPT(id string) bool {
+	sm := gptRE.FindStringSubmatch(strings.ToLower(id))
+	if sm == nil {
+		return false
+	}
+	ma, _ := strconv.Atoi(sm[1])
+	mi, _ := strconv.Atoi(sm[2])
+	return ma > 6 || ma == 6 && mi >= 2
 }
 
 // PreservedID reports whether a model id is of a preserved-thinking family.
@@ -74,4 +96,54 @@ func PreservedID(id string) bool {
 // model) is from m, so that Pi sends its thinking to m at all.
 func SameModel(m Model, api, provider, model string) bool {
 	return m.API == api && m.Provider == provider && m.ID == model
+}
+
+var claudeRE = regexp.MustCompile(`(opus|sonnet|haiku)-(\d+)(?:[-.](\d+))?|claude-(\d+)(?:[-.](\d+))?-(opus|sonnet|haiku)`)
+
+// StripsEarlierThinking reports whether model is a Claude that keeps only
+// the last turn's thinking: "earlier Opus and Sonnet models, and all Haiku
+// models through Claude Haiku 4.5" strip the thinking of turns before the
+// latest user message that is not a tool result, which then costs nothing
+// and is not shown to the model. Opus 4.5+, Sonnet 4.6+, Fable and Mythos
+// keep every turn's thinking, billed as input. An unknown id is taken to
+// keep it.
+func StripsEarlierThinking(m Model) bool {
+	switch m.API {
+	case "anthropic-messages", "bedrock-converse-stream":
+	default:
+		return false
+	}
+	id := strings.ToLower(m.ID)
+	if strings.Contains(id, "fable") || strings.Contains(id, "mythos") {
+		return false
+	}
+	sm := claudeRE.FindStringSubmatch(id)
+	if sm == nil {
+		return false
+	}
+	family, major, minor := sm[1], sm[2], sm[3]
+	if family == "" {
+		family, major, minor = sm[6], sm[4], sm[5]
+	}
+	v := version(major, minor)
+	switch family {
+	case "opus":
+		return v < 405
+	case "sonnet":
+		return v < 406
+	case "haiku":
+		return v < 500
+	}
+	return false
+}
+
+// version turns "4", "5" into 405; a minor part that is a date (claude-
+// sonnet-4-20250514) counts as 0.
+func version(major, minor string) int {
+	ma, _ := strconv.Atoi(major)
+	mi, _ := strconv.Atoi(minor)
+	if len(minor) > 2 {
+		mi = 0
+	}
+	return ma*100 + mi
 }

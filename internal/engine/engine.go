@@ -102,7 +102,9 @@ type ThinkingCost struct {
 }
 
 // IsZero reports whether the event cost no thinking.
-func (c ThinkingCost) IsZero() bool { return c.Invalidated == 0 && c.Folded == 0 && c.Dropped == 0 && len(c.Lost) == 0 }
+func (c ThinkingCost) IsZero() bool {
+	return c.Invalidated == 0 && c.Folded == 0 && c.Dropped == 0 && len(c.Lost) == 0
+}
 
 // Journal makes engine decisions durable. The engine calls it before any
 // decision takes effect; an error means nothing took effect.

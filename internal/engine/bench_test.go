@@ -7,9 +7,11 @@ import (
 )
 
 // benchSession returns a session of about n messages and ~1 KB per message:
-// tool results of varied size with buried error lines, thinking, text.
+// tool results of varied size with buried error lines, signed Anthropic
+// thinking (which folds), text.
 func benchSession(n int) [][]byte {
 	s := newSession().user("work through the failing tests and fix them")
+	s.api = "anthropic-messages"
 	for i := 0; len(s.msgs) < n-1; i++ {
 		id := fmt.Sprintf("toolu_%06d", i)
 		thinking := ""

@@ -20,6 +20,7 @@ type session struct {
 	msgs [][]byte
 	ts   int64
 	resp int
+	api  string // assistant messages' api; "" means openai-completions
 }
 
 func newSession() *session { return &session{ts: 1_790_000_000_000} }
@@ -41,7 +42,11 @@ func (s *session) call(thinking string, ids ...string) *session {
 	for _, id := range ids {
 		parts = append(parts, `{"type":"toolCall","id":`+rawjson.QuoteString(id)+`,"name":"bash","arguments":{"command":"run `+id+`"}}`)
 	}
-	s.msgs = append(s.msgs, []byte(`{"role":"assistant","content":[`+strings.Join(parts, ",")+`],"api":"openai-completions","provider":"fake","model":"m","usage":{"input":1},"stopReason":"toolUse","timestamp":`+s.tick()+`,"responseId":"resp-`+strconv.Itoa(s.resp)+`"}`))
+	api := s.api
+	if api == "" {
+		api = "openai-completions"
+	}
+	s.msgs = append(s.msgs, []byte(`{"role":"assistant","content":[`+strings.Join(parts, ",")+`],"api":"`+api+`","provider":"fake","model":"m","usage":{"input":1},"stopReason":"toolUse","timestamp":`+s.tick()+`,"responseId":"resp-`+strconv.Itoa(s.resp)+`"}`))
 	return s
 }
 

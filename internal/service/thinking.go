@@ -30,6 +30,8 @@ type thinkingEvent struct {
 	before int  // dropped in the response before the event
 	after  int  // dropped in the response to the event's request
 	seen   bool // after is known
+	// replayed marks an event of an earlier run: its answer was not seen.
+	replayed bool
 }
 
 func newThinkingLog() *thinkingLog { return &thinkingLog{now: -1} }
@@ -43,7 +45,7 @@ func (t *thinkingLog) event(seq int, c engine.ThinkingCost, replayed bool) {
 	if c.Invalidated == 0 && c.Folded == 0 && c.Dropped == 0 {
 		return
 	}
-	t.events = append(t.events, thinkingEvent{seq: seq, cost: c, before: max(t.now, 0), seen: replayed})
+	t.events = append(t.events, thinkingEvent{seq: seq, cost: c, before: max(t.now, 0), seen: replayed, replayed: replayed})
 }
 
 // observe reads the provider's drops from newly arrived assistant messages.
@@ -122,7 +124,9 @@ func (t *thinkingLog) lines() []string {
 	for k := max(0, len(t.events)-3); k < len(t.events); k++ {
 		e := t.events[k]
 		got := "not answered yet"
-		if e.seen && e.after >= e.before {
+		if e.replayed {
+			got = "from an earlier run"
+		} else if e.seen && e.after >= e.before {
 			got = fmt.Sprintf("provider dropped +%d", e.after-e.before)
 		} else if e.seen {
 			got = fmt.Sprintf("provider drops %d (was %d)", e.after, e.before)

@@ -260,12 +260,20 @@ func TestThinkingFoldCostAgainstTheCache(t *testing.T) {
 	}
 }
 
-// TestThinkingRecallResumeCompactHandoff: on the preserved-thinking model, a
-// folded thinking block recalls byte-exact after a restart with -c; the
-// resumed session compacts deterministically and hands off, all without a
-// rejected request.
+// TestThinkingRecallResumeCompactHandoff: with thinking on, a folded block
+// (a thinking block where thinking folds, else a tool result) recalls
+// byte-exact after a restart with -c, after the script unfolded one; the
+// resumed session compacts deterministically and hands off, and the parent's
+// code still resolves, all without a rejected request.
 func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
-	for _, c := range anthropicClasses[1:] {
+	var classes []int
+	for i, c := range thinkingClasses {
+		if c.thinking {
+			classes = append(classes, i)
+		}
+	}
+	for _, ci := range classes {
+		c := thinkingClasses[ci]
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			script := &recaller{LongSession: &LongSession{Steps: 60, SkipRecall: true}}
@@ -274,23 +282,64 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 			env := NewEnv(t, cfg)
 			res := env.Print(PrintOptions{Prompt: "Run gen.sh for every step, then report."})
 			checkProviderRun(t, env, res)
-			// The script unfolded the first code of its context: a thinking
-			// digest (an assistant message precedes its tool results).
-			if u := script.Unfolded(); len(u) != 1 {
+			u := script.Unfolded()
+			if len(u) != 1 {
 				t.Fatalf("unfolded %v", u)
 			}
 			last := res.Requests[len(res.Requests)-1]
-			m := thoughtDigestRE.FindStringSubmatch(last.Text())
-			if m == nil {
-				t.Fatal("no folded thinking in the last request")
+			if c.foldsThink {
+				// The first code of the context is a thinking block's (an
+				// assistant message precedes its tool results): once unfolded,
+				// its whole text is back in the request.
+				kind := ""
+				for _, e := range foldEntries(t, env) {
+					for _, f := range e.Folds {
+						if f.Code == u[0] {
+							kind = f.Kind
+						}
+					}
+				}
+				if kind != "thinking" {
+					t.Fatalf("unfolded %s is a %q block, want thinking", u[0], kind)
+				}
+				n := 0
+				for _, r := range res.Requests {
+					for _, m := range thoughtDigestRE.FindAllStringSubmatch(r.Text(), -1) {
+						if m[1] == u[0] {
+							n, _ = strconv.Atoi(m[2])
+						}
+					}
+				}
+				raw, _ := json.Marshal(ThinkingText(n))
+				if n == 0 || !strings.Contains(string(last.Body), string(raw)) {
+					t.Fatalf("unfolded thinking %s (request %d) is not back whole in the last request", u[0], n)
+				}
 			}
-			code, n := m[1], m[2]
-			seq, _ := strconv.Atoi(n)
+			var code, want string
+			if c.foldsThink {
+				// The script unfolded the first code of its context; a later
+				// thinking digest is still folded.
+				m := thoughtDigestRE.FindStringSubmatch(last.Text())
+				if m == nil {
+					t.Fatal("no folded thinking in the last request")
+				}
+				seq, _ := strconv.Atoi(m[2])
+				code, want = m[1], ThinkingText(seq)
+			} else {
+				for id, cd := range foldedCalls(&last.Request) {
+					if step, ok := StepOfCallID(id); ok && (code == "" || cd < code) {
+						code, want = cd, strings.TrimRight(env.GenOutput(step), "\n")
+					}
+				}
+				if code == "" {
+					t.Fatal("no folded tool result in the last request")
+				}
+			}
 			r2 := env.Print(PrintOptions{Prompt: "RECALL " + code, Continue: true})
 			checkProviderRun(t, env, r2)
 			out, ok := r2.Requests[len(r2.Requests)-1].ToolResult("call_recall_" + code)
-			if !ok || !strings.Contains(out, "sha256 verified") || !strings.Contains(out, ThinkingText(seq)) {
-				t.Fatalf("recall of thinking %s after -c:\n%.600s", code, out)
+			if !ok || !strings.Contains(out, "sha256 verified") || !strings.Contains(out, want) {
+				t.Fatalf("recall of %s after -c:\n%.600s", code, out)
 			}
 			// Resume over RPC, compact deterministically, hand off.
 			before := env.Server.Len()
@@ -307,6 +356,9 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 			rpc.Prompt("RECALL " + code)
 			rpc.Close()
 			reqs := env.Server.Requests()[before:]
+			if len(reqs) == 0 {
+				t.Fatal("no request after the handoff")
+			}
 			for _, r := range reqs {
 				if r.Status != 200 {
 					t.Fatalf("after resume: request %d answered %d: %v", r.Seq, r.Status, r.Error)
@@ -324,13 +376,12 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 			if !det {
 				t.Error("no deterministic compaction summary")
 			}
-			first := reqs[0]
-			if len(reqs) == 0 || !strings.Contains(first.Text(), "# Session handoff seed") {
+			if !strings.Contains(reqs[0].Text(), "# Session handoff seed") {
 				t.Error("the handed-off session did not start from the seed")
 			}
 			out, _ = reqs[len(reqs)-1].ToolResult("call_recall_" + code)
-			if !strings.Contains(out, ThinkingText(seq)) {
-				t.Errorf("the parent's thinking code %s did not resolve after the handoff:\n%.400s", code, out)
+			if !strings.Contains(out, want) {
+				t.Errorf("the parent's code %s did not resolve after the handoff:\n%.400s", code, out)
 			}
 		})
 	}

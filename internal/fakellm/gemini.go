@@ -14,5 +14,5 @@ func ParseGemini(body []byte) (*Request, error) { return nil, errors.New("gemini
 func GeminiModel(path string) string { return "" }
 
 func (s *Server) checkGemini(req *Request, rec *Recorded) *APIError { return nil }
-func (s *Server) mintGemini(req *Request, rec *Recorded)             {}
-func (e encoder) geminiStream(w http.ResponseWriter, rec *Recorded)   {}
+func (s *Server) mintGemini(req *Request, rec *Recorded)            {}
+func (e encoder) geminiStream(w http.ResponseWriter, rec *Recorded) {}

@@ -383,7 +383,8 @@ func TestPackageLoadsByPathAndInstall(t *testing.T) {
 }
 
 // recaller answers a user message "RECALL <code>" with one recall_folded
-// call and then a final text; everything else goes to the wrapped session.
+// call and "UNFOLD <code>" with one unfold call, each then a final text;
+// everything else goes to the wrapped session.
 type recaller struct {
 	*LongSession
 	n int
@@ -403,6 +404,14 @@ func (r *recaller) Reply(req *fakellm.Request) fakellm.Reply {
 			return fakellm.Reply{ToolCalls: []fakellm.ToolCall{{ID: id, Name: "recall_folded", Arguments: args}}}
 		}
 		return fakellm.Reply{Text: "FINAL: recalled " + code}
+	}
+	if code, ok := strings.CutPrefix(strings.TrimSpace(last.Content), "UNFOLD "); ok {
+		id := "call_unfold_" + code
+		if _, done := req.ToolResult(id); !done {
+			args, _ := json.Marshal(map[string]any{"codes": []string{code}})
+			return fakellm.Reply{ToolCalls: []fakellm.ToolCall{{ID: id, Name: "unfold", Arguments: args}}}
+		}
+		return fakellm.Reply{Text: "FINAL: unfolded " + code}
 	}
 	return r.LongSession.Reply(req)
 }

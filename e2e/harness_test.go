@@ -81,8 +81,9 @@ type Config struct {
 	// preserved thinking), fakeresp/fake-gpt,
 	// fakeresp/fake-gpt-reasoning and fakeresp/fake-gpt-6.2-preserved
 	// (openai-responses: no reasoning, reasoning, reasoning removed after a
-	// prefix change), fakegem/fake-gemini and
-	// fakegem/fake-gemini-thinking (google-generative-ai).
+	// prefix change), fakegem/gemini-3-fake and
+	// fakegem/gemini-3-fake-thinking (google-generative-ai; Gemini 3 ids, so Pi
+	// sends function-call ids back).
 	Model string
 	// ContextWindow is the models' contextWindow; 0 means 24000.
 	ContextWindow int
@@ -203,8 +204,8 @@ func (e *Env) modelsJSON() any {
 			}},
 		"fakegem": map[string]any{"baseUrl": e.Server.URL() + "beta", "api": "google-generative-ai", "apiKey": "dummy",
 			"models": []any{
-				model("fake-gemini", "Fake Gemini", false),
-				model("fake-gemini-thinking", "Fake Gemini (thinking)", true),
+				model("gemini-3-fake", "Fake Gemini 3", false),
+				model("gemini-3-fake-thinking", "Fake Gemini 3 (thinking)", true),
 			}},
 	}}
 }

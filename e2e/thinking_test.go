@@ -43,6 +43,9 @@ func (t *Thinker) Summary(req *fakellm.Request) string {
 	return fakellm.DefaultSummaryText
 }
 
+// thoughtDigestRE finds a folded thinking block's digest in a request body
+// (a text block, or Gemini's unsigned thought part, which Request.Text
+// leaves out).
 var thoughtDigestRE = regexp.MustCompile(`\{#([0-9a-z]{6}) FOLDED\} thought · ~\d+ tok · Reasoning for request (\d+):`)
 
 // thinkingClasses are the model classes of each wire format Pi speaks that
@@ -59,6 +62,8 @@ var thinkingClasses = []struct {
 	{"responses/no-reasoning", "fakeresp/fake-gpt", false, false, false},
 	{"responses/reasoning", "fakeresp/fake-gpt-reasoning", true, false, false},
 	{"responses/preserved", "fakeresp/fake-gpt-6.2-preserved", true, true, false},
+	{"gemini/no-thinking", "fakegem/gemini-3-fake", false, false, false},
+	{"gemini/thinking", "fakegem/gemini-3-fake-thinking", true, false, true},
 }
 
 // anthropicClasses are the thinkingClasses the Anthropic fake serves.
@@ -104,7 +109,7 @@ func TestThinkingProvidersFoldSafely(t *testing.T) {
 					}
 				}
 				for _, r := range ToolRequests(res.Requests) {
-					thoughts = max(thoughts, len(thoughtDigestRE.FindAllString(r.Text(), -1)))
+					thoughts = max(thoughts, len(thoughtDigestRE.FindAllString(string(r.Body), -1)))
 				}
 				if c.foldsThink && thoughts == 0 {
 					t.Error("no thinking block folded")
@@ -276,65 +281,45 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 		c := thinkingClasses[ci]
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			script := &recaller{LongSession: &LongSession{Steps: 60, SkipRecall: true}}
+			script := &recaller{LongSession: &LongSession{Steps: 60, SkipRecall: true, SkipUnfold: true}}
 			cfg := WithContextFold(t, Config{Script: &Thinker{Script: script}, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000},
 				Model: c.model, ContextWindow: 48_000, Args: []string{"--thinking", "high"}})
 			env := NewEnv(t, cfg)
 			res := env.Print(PrintOptions{Prompt: "Run gen.sh for every step, then report."})
 			checkProviderRun(t, env, res)
-			u := script.Unfolded()
-			if len(u) != 1 {
-				t.Fatalf("unfolded %v", u)
-			}
 			last := res.Requests[len(res.Requests)-1]
+			// Two folded blocks: thinking where thinking folds, else tool
+			// results; one to unfold, one to recall.
+			type pick struct{ code, want string }
+			var picks []pick
 			if c.foldsThink {
-				// The first code of the context is a thinking block's (an
-				// assistant message precedes its tool results): once unfolded,
-				// its whole text is back in the request.
-				kind := ""
-				for _, e := range foldEntries(t, env) {
-					for _, f := range e.Folds {
-						if f.Code == u[0] {
-							kind = f.Kind
-						}
-					}
+				for _, m := range thoughtDigestRE.FindAllStringSubmatch(string(last.Body), -1) {
+					seq, _ := strconv.Atoi(m[2])
+					picks = append(picks, pick{m[1], ThinkingText(seq)})
 				}
-				if kind != "thinking" {
-					t.Fatalf("unfolded %s is a %q block, want thinking", u[0], kind)
-				}
-				n := 0
-				for _, r := range res.Requests {
-					for _, m := range thoughtDigestRE.FindAllStringSubmatch(r.Text(), -1) {
-						if m[1] == u[0] {
-							n, _ = strconv.Atoi(m[2])
-						}
-					}
-				}
-				raw, _ := json.Marshal(ThinkingText(n))
-				if n == 0 || !strings.Contains(string(last.Body), string(raw)) {
-					t.Fatalf("unfolded thinking %s (request %d) is not back whole in the last request", u[0], n)
-				}
-			}
-			var code, want string
-			if c.foldsThink {
-				// The script unfolded the first code of its context; a later
-				// thinking digest is still folded.
-				m := thoughtDigestRE.FindStringSubmatch(last.Text())
-				if m == nil {
-					t.Fatal("no folded thinking in the last request")
-				}
-				seq, _ := strconv.Atoi(m[2])
-				code, want = m[1], ThinkingText(seq)
 			} else {
 				for id, cd := range foldedCalls(&last.Request) {
-					if step, ok := StepOfCallID(id); ok && (code == "" || cd < code) {
-						code, want = cd, strings.TrimRight(env.GenOutput(step), "\n")
+					if step, ok := StepOfCallID(id); ok {
+						picks = append(picks, pick{cd, strings.TrimRight(env.GenOutput(step), "\n")})
 					}
 				}
-				if code == "" {
-					t.Fatal("no folded tool result in the last request")
-				}
 			}
+			if len(picks) < 2 {
+				t.Fatalf("%d folded blocks in the last request", len(picks))
+			}
+			// Unfold one after a restart: its whole text is back in the
+			// next request (and, for thinking, sent as the model produced it).
+			u := env.Print(PrintOptions{Prompt: "UNFOLD " + picks[0].code, Continue: true})
+			checkProviderRun(t, env, u)
+			after := u.Requests[len(u.Requests)-1]
+			if out, _ := after.ToolResult("call_unfold_" + picks[0].code); !strings.Contains(out, picks[0].code) {
+				t.Fatalf("unfold %s: %.300s", picks[0].code, out)
+			}
+			raw, _ := json.Marshal(picks[0].want)
+			if !strings.Contains(string(after.Body), string(raw[1:len(raw)-1])) {
+				t.Fatalf("unfolded %s is not back whole in the next request", picks[0].code)
+			}
+			code, want := picks[1].code, picks[1].want
 			r2 := env.Print(PrintOptions{Prompt: "RECALL " + code, Continue: true})
 			checkProviderRun(t, env, r2)
 			out, ok := r2.Requests[len(r2.Requests)-1].ToolResult("call_recall_" + code)
@@ -453,7 +438,7 @@ func TestLastTurnThinkingStaysRaw(t *testing.T) {
 	folded := 0
 	seen := map[int]bool{}
 	for _, r := range reqs {
-		for _, m := range thoughtDigestRE.FindAllStringSubmatch(r.Text(), -1) {
+		for _, m := range thoughtDigestRE.FindAllStringSubmatch(string(r.Body), -1) {
 			n, _ := strconv.Atoi(m[2])
 			if seen[n] {
 				continue // frozen since it folded

@@ -312,8 +312,12 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 			u := env.Print(PrintOptions{Prompt: "UNFOLD " + picks[0].code, Continue: true})
 			checkProviderRun(t, env, u)
 			after := u.Requests[len(u.Requests)-1]
-			if out, _ := after.ToolResult("call_unfold_" + picks[0].code); !strings.Contains(out, picks[0].code) {
+			out, _ := after.ToolResult("call_unfold_" + picks[0].code)
+			if !strings.Contains(out, picks[0].code) {
 				t.Fatalf("unfold %s: %.300s", picks[0].code, out)
+			}
+			if warned := strings.Contains(out, "binds its reasoning"); warned != c.preserved {
+				t.Errorf("unfold on %s: prefix-binding note %v, want %v:\n%s", c.name, warned, c.preserved, out)
 			}
 			raw, _ := json.Marshal(picks[0].want)
 			if !strings.Contains(string(after.Body), string(raw[1:len(raw)-1])) {
@@ -334,6 +338,18 @@ func TestThinkingRecallResumeCompactHandoff(t *testing.T) {
 				}
 				return UICancel()
 			}})
+			// The status, rebuilt from the replayed fold entries, reports what
+			// the events cost a preserved model's reasoning.
+			rpc.Prompt("/context-fold status")
+			status := ""
+			for _, n := range rpc.Notifications() {
+				if strings.HasPrefix(n.Message, "context-fold: ") {
+					status = n.Message
+				}
+			}
+			if has := strings.Contains(status, "thinking: fold events invalidated"); has != c.preserved {
+				t.Errorf("status on %s: thinking line %v, want %v:\n%s", c.name, has, c.preserved, status)
+			}
 			if rec := rpc.Compact(""); !strings.Contains(string(rec.Raw), `"success":true`) {
 				t.Fatalf("compact: %s", rec.Raw)
 			}

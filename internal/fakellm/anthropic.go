@@ -2,7 +2,6 @@ package fakellm
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -165,20 +164,7 @@ type antBlock struct {
 
 // canonical re-encodes JSON with sorted keys and without cache_control
 // markers, so equal content hashes equal however it was spelled.
-func canonical(raw []byte) []byte {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return raw
-	}
-	v = stripCacheControl(v)
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	e.Encode(v)
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
+func canonical(raw []byte) []byte { return reencode(raw, stripCacheControl) }
 
 func stripCacheControl(v any) any {
 	switch t := v.(type) {
@@ -193,15 +179,6 @@ func stripCacheControl(v any) any {
 		}
 	}
 	return v
-}
-
-func chain(prev [32]byte, canon []byte) [32]byte {
-	h := sha256.New()
-	h.Write(prev[:])
-	h.Write(canon)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
 }
 
 func segTokens(canon []byte) int { return max(len(canon)/4, 1) }

@@ -387,29 +387,7 @@ func ParseResponses(body []byte) (*Request, error) {
 
 // respCanon re-encodes JSON with sorted keys and without insignificant
 // whitespace, so equal values hash equal however they were spelled.
-func respCanon(raw []byte) []byte {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return raw
-	}
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	e.Encode(v)
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
-// respChain extends a prefix hash by one canonical item.
-func respChain(prev [32]byte, canon []byte) [32]byte {
-	h := sha256.New()
-	h.Write(prev[:])
-	h.Write(canon)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
+func respCanon(raw []byte) []byte { return reencode(raw, nil) }
 
 // respHead is the prefix hash before the first input item: instructions
 // and tools.
@@ -599,7 +577,7 @@ func (s *Server) checkResponses(req *Request, rec *Recorded) *APIError {
 	for k := range r.items {
 		it := &r.items[k]
 		prefix := h
-		h = respChain(h, respCanon(r.elems[k].raw))
+		h = chain(h, respCanon(r.elems[k].raw))
 		if !it.isOutput() {
 			runStart = -1
 		} else if runStart < 0 {
@@ -702,7 +680,7 @@ func (s *Server) mintResponses(req *Request, rec *Recorded) {
 	}
 	h := respHead(&r.body)
 	for _, e := range r.elems {
-		h = respChain(h, respCanon(e.raw))
+		h = chain(h, respCanon(e.raw))
 	}
 	include := r.body.includesEncrypted()
 	for i, t := range rec.Reply.Thinking {
@@ -714,7 +692,7 @@ func (s *Server) mintResponses(req *Request, rec *Recorded) {
 		}
 		rec.Signatures = append(rec.Signatures, enc)
 		item, _ := json.Marshal(respReasoningItem(id, summary, enc))
-		h = respChain(h, respCanon(item))
+		h = chain(h, respCanon(item))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/contextfold/contextfold/internal/ledger"
 	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/wire"
 )
 
 // RecallDetails are recall_folded's structured details for Pi.
@@ -243,7 +244,14 @@ func renderUnfold(ss *session, raw []string, res []engine.UnfoldResult) *ToolRes
 			det.Missing = append(det.Missing, in)
 		}
 	}
-	return &ToolResult{Text: recall.RenderUnfold(u), Details: det}
+	text := recall.RenderUnfold(u)
+	if len(det.Unfolded) > 0 && wire.Preserved(ss.model) {
+		// The provider binds thinking to everything before it: restoring a
+		// block changes that prefix for the reasoning after it, and a
+		// restored thinking block is bound to a prefix earlier folds changed.
+		text += "\nnote: this model binds its reasoning to the conversation before it: the provider drops reasoning produced before this point that follows a restored block, and a restored thinking block reaches the model only if nothing before it changed since; recall_folded reads any folded block's text."
+	}
+	return &ToolResult{Text: text, Details: det}
 }
 
 // fromParent serves a code this session never folded from the session it

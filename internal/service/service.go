@@ -80,6 +80,7 @@ type session struct {
 	turns          int
 	recallCalls    int
 	thinking       *thinkingLog
+	model          wire.Model // the newest request's model
 }
 
 // New returns a service answering on conn.
@@ -367,6 +368,9 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
 	}
 	ss.thinking.observe(p.Append)
+	if p.Model.Known() {
+		ss.model = p.Model
+	}
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported, Model: p.Model,
 		Cold:         ss.tm.Cold(),

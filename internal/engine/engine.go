@@ -671,7 +671,8 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		taken[id] = true
 		code := digest.Code(id)
 		if e.reg.Collides(id, code) || (codes[code] != "" && codes[code] != id) {
-			e.rejected[id] = true
+			e.rejected[id] = true // held raw for the session from now on
+			delete(taken, id)     // not part of this event
 			collisions = append(collisions, id)
 			return false
 		}

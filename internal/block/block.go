@@ -83,7 +83,7 @@ type Block struct {
 	// is a placeholder for an opaque payload.
 	Signed, Redacted bool
 	// UnsignedReadable says that Pi sends this thinking part's text as
-	// readable text once its signature is removed (see ThinkingFolds).
+	// readable text once its signature is removed (see Foldable).
 	UnsignedReadable bool
 }
 
@@ -99,7 +99,6 @@ var unsignedReadableAPIs = map[string]bool{
 	"bedrock-converse-stream": true,
 	"google-generative-ai":    true,
 	"google-vertex":           true,
-	"google-gemini-cli":       true,
 }
 
 // Sent reports whether Pi sends this assistant message to the provider at

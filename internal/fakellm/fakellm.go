@@ -170,7 +170,8 @@ type Recorded struct {
 	// Status is the HTTP status sent.
 	Status int
 	// Signatures are the signatures minted for Reply.Thinking, one each
-	// (for Gemini, also for the function-call parts; see gemini.go).
+	// (for Gemini, then one more for the first function call, or for the
+	// text of a reply without calls; see gemini.go).
 	Signatures []string
 	// Dropped lists the replayed signed blocks the strict rules dropped
 	// instead of rejecting (Anthropic's drop_block, Responses reasoning

@@ -195,6 +195,8 @@ func (e *Env) modelsJSON() any {
 				model("fake-claude-thinking", "Fake Claude (thinking)", true),
 				model("fake-claude-haiku-4-5", "Fake Claude Haiku 4.5 (last-turn thinking)", true),
 				preserved,
+				// Checks prefixes, but unmarked: Pi sends no drop_block.
+				model("claude-fable-5-2-fake-unmarked", "Fake Claude Fable 5.2 (unmarked)", true),
 			}},
 		"fakeresp": map[string]any{"baseUrl": e.Server.URL(), "api": "openai-responses", "apiKey": "dummy",
 			"models": []any{

@@ -470,3 +470,33 @@ func TestLastTurnThinkingStaysRaw(t *testing.T) {
 		t.Error("the current turn's thinking never folded")
 	}
 }
+
+// TestBindingWithoutDropBlockNeverRejected: a Claude that checks thinking
+// prefixes but that Pi does not mark, so no drop_block is sent: a fold that
+// left the open cycle's signed thinking behind would be a 400, so events
+// wait for a user turn, where every invalidated block folds and none is
+// dropped. Three prompts of 20 steps, resumed with -c.
+func TestBindingWithoutDropBlockNeverRejected(t *testing.T) {
+	cfg := WithContextFold(t, Config{Script: &Thinker{Script: &TurnSession{Steps: 20}}, Compaction: noCompaction,
+		Model: "fakeanth/claude-fable-5-2-fake-unmarked", ContextWindow: 48_000, Args: []string{"--thinking", "high"}})
+	env := NewEnv(t, cfg)
+	for p := 0; p < 3; p++ {
+		res := env.Print(PrintOptions{Prompt: fmt.Sprintf("Prompt %d: run the next gen.sh steps.", p+1), Continue: p > 0})
+		checkProviderRun(t, env, res)
+	}
+	for _, r := range env.Server.Requests() {
+		if strings.Contains(string(r.Body), "block_binding") {
+			t.Fatal("Pi sent block_binding to an unmarked model; the test needs one it does not")
+		}
+	}
+	events := foldEntries(t, env)
+	if len(events) == 0 {
+		t.Fatal("no fold event")
+	}
+	for _, e := range events {
+		if e.Thinking != nil && e.Thinking.Dropped > 0 {
+			t.Errorf("event %d left %d signed blocks to a provider that rejects them", e.Seq, e.Thinking.Dropped)
+		}
+	}
+	t.Logf("%d requests, %d fold events, none rejected", env.Server.Len(), len(events))
+}

@@ -49,7 +49,7 @@ function modelFacts(m: ExtensionContext["model"]): Record<string, unknown> | und
 	if (!m) return undefined;
 	// compat's type depends on the api; only Anthropic's has this flag.
 	const compat = m.compat as { supportsMidConvoEffort?: boolean } | undefined;
-	return { api: m.api, provider: m.provider, id: m.id, reasoning: m.reasoning || undefined, midConvoEffort: compat?.supportsMidConvoEffort === true || undefined };
+	return { api: m.api, provider: m.provider, id: m.id, midConvoEffort: compat?.supportsMidConvoEffort === true || undefined };
 }
 
 /** The CONTEXTFOLD_* environment, for the engine to parse and validate. */

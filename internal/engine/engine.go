@@ -176,6 +176,7 @@ type Engine struct {
 	unfolded map[string]bool
 	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
 	lost     map[string]bool // signed thinking an event left for the provider to drop
+	waiting  bool            // the last event was held back for a user turn (see lower)
 	prepared int             // blocks before this index have been offered to Prepare
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
@@ -353,7 +354,11 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	}
 	res.Status = dec.Status
 	if len(dec.Fold) > 0 {
+		e.waiting = false
 		ev, collisions := e.lower(dec, &view, req)
+		if e.waiting {
+			res.Status.Note = "fold held until the next user message: this model rejects reasoning whose prefix changed"
+		}
 		res.Collisions = collisions
 		if ev != nil {
 			err := j.Commit(ev)
@@ -695,6 +700,13 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 	}
 	if model := e.model(req); wire.Preserved(model) {
 		ev.Thinking = e.invalidate(model, v, taken, fold)
+		if ev.Thinking.Dropped > 0 && !wire.DropsInvalidThinking(model) {
+			// This provider would reject the request instead of dropping the
+			// signed thinking that must stay: wait for a user turn, where no
+			// tool-use cycle holds its thinking.
+			e.waiting = true
+			return nil, collisions
+		}
 	}
 	used := v.Used()
 	frac := 0.0

@@ -184,3 +184,30 @@ func TestNoOpenCycleAtAUserTurn(t *testing.T) {
 		t.Error("after a new user message the newest assistant's thinking belongs to a closed cycle and may fold")
 	}
 }
+
+func TestBindingWithoutDropWaitsForAUserTurn(t *testing.T) {
+	knobs := policy.DefaultKnobs
+	knobs.Tail = 6000
+	// A Claude that checks prefixes but to which Pi sends no drop_block:
+	// leaving the open cycle's signed thinking behind a fold is a 400.
+	model := wire.Model{API: "anthropic-messages", Provider: "p", ID: "claude-fable-5-1"}
+	e := New(Config{Policy: foldOldest{n: 2}, Knobs: knobs})
+	msgs := thinkingSession("anthropic-messages", "claude-fable-5-1", 12)
+	res := e.Step(Request{Append: msgs, Window: 200_000, Model: model}, nil)
+	if res.Event != nil || !strings.Contains(res.Status.Note, "held until the next user message") {
+		t.Fatalf("event %+v, note %q: a fold inside an open cycle must wait", res.Event, res.Status.Note)
+	}
+	res = e.Step(Request{Keep: len(msgs), Append: [][]byte{[]byte(`{"role":"user","content":"next","timestamp":5}`)}, Window: 200_000, Model: model}, nil)
+	if res.Event == nil {
+		t.Fatal("no event at the user turn")
+	}
+	if th := res.Event.Thinking; th.Dropped != 0 || th.Invalidated != 11 || th.Folded != 11 {
+		t.Errorf("at a user turn: %+v, want every invalidated block folded, none dropped", th)
+	}
+	// Marked by Pi (drop_block): the same fold goes ahead mid-cycle.
+	e2 := New(Config{Policy: foldOldest{n: 2}, Knobs: knobs})
+	model.MidConvoEffort = true
+	if res := e2.Step(Request{Append: msgs, Window: 200_000, Model: model}, nil); res.Event == nil || res.Event.Thinking.Dropped != 1 {
+		t.Errorf("with drop_block: %+v", res.Event)
+	}
+}

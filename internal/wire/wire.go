@@ -34,8 +34,6 @@ type Model struct {
 	API      string `json:"api"`
 	Provider string `json:"provider"`
 	ID       string `json:"id"`
-	// Reasoning is the model's reasoning flag.
-	Reasoning bool `json:"reasoning,omitempty"`
 	// MidConvoEffort is compat.supportsMidConvoEffort: Pi's mark of an
 	// Anthropic model with preserved thinking, for which it sends
 	// thinking.block_binding.prefix_mismatch_behavior "drop_block".
@@ -45,14 +43,31 @@ type Model struct {
 // Known reports whether m names a model.
 func (m Model) Known() bool { return m.ID != "" }
 
+// DropsInvalidThinking reports whether the provider drops reasoning that
+// failed its prefix check instead of rejecting the request: Pi sends
+// block_binding drop_block only for the Anthropic models it marks, and
+// OpenAI removes such reasoning items. Anywhere else (an unmarked Claude,
+// Bedrock, whose GovCloud regions Pi sends no block_binding to) a fold must
+// leave no signed thinking after its change, or the request is a 400. An
+// unknown model (an offline replay) sends nothing.
+func DropsInvalidThinking(m Model) bool {
+	switch m.API {
+	case "anthropic-messages":
+		return m.MidConvoEffort
+	case "openai-responses", "azure-openai-responses", "openai-codex-responses", "":
+		return true
+	}
+	return false
+}
+
 // preservedIDs are the model families Anthropic lists as running prefix
 // checks on thinking blocks ("Prefix checks", supported models).
 var preservedIDs = []string{"fable-5", "mythos-5", "opus-5-5", "sonnet-5-5", "haiku-5-5"}
 
 // Preserved reports whether model binds thinking to its prefix: Pi's mark
-// on an Anthropic model, or a Claude model id of a preserved family (which
-// is also how Pi's Bedrock provider decides to send block_binding); or an
-// OpenAI model from GPT-6.2 on, which removes replayed reasoning items that
+// on an Anthropic model, or a Claude model id of a family that may run the
+// prefix check (taken broadly: a false yes costs a fold that waits, a false
+// no a rejected request); or an OpenAI model from GPT-6.2 on, which removes replayed reasoning items that
 // follow an edit of earlier input (prefix_mismatch, as Pi's Responses
 // provider notes).
 func Preserved(m Model) bool {

@@ -5,7 +5,7 @@
 // change, a tool call is never touched, and a folded tool result keeps its
 // toolCallId, toolName, isError and every other field, so a call/result pair
 // cannot orphan. Every byte outside the substituted value is copied from the
-// input unchanged.
+// input unchanged, but for the signature a folded thinking part loses.
 package apply
 
 import (
@@ -53,7 +53,8 @@ var ErrShape = errors.New("apply: message shape does not allow substitution")
 // "content" member becomes [{"type":"text","text":…}]; otherwise the
 // "text" or "thinking" member of content[part] becomes text. A thinking part
 // also loses its "thinkingSignature": a signature binds the exact text it was
-// minted for, and Pi's providers send an unsigned thinking part as text.
+// minted for. (Only parts whose unsigned text Pi sends readably ever fold;
+// see block.Foldable.)
 func Rewrite(raw []byte, part int, text string) ([]byte, error) {
 	ms, err := rawjson.Object(raw)
 	if err != nil {

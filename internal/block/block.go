@@ -89,11 +89,12 @@ type Block struct {
 
 // unsignedReadableAPIs are the Pi apis whose providers send a thinking part
 // without a signature as its plain text: Anthropic and Bedrock Claude as a
-// text block, Gemini as an unsigned thought part. The others carry signed
-// reasoning as an opaque item whose text never reaches the model (OpenAI
-// Responses reasoning items, chat-completions reasoning_details) or as a
-// named field, so a digest in the text would never be sent, and dropping
-// the signature would drop the item its tool calls are paired with.
+// text block, Gemini as an unsigned thought part. On the others a signed
+// part is an opaque item whose text never reaches the model (Responses
+// reasoning items, chat-completions reasoning_details: dropping the
+// signature drops the item its tool calls are paired with), or, for
+// chat-completions, its signature names the field the text travels in, so
+// an unsigned part would not be sent at all.
 var unsignedReadableAPIs = map[string]bool{
 	"anthropic-messages":      true,
 	"bedrock-converse-stream": true,

@@ -575,6 +575,10 @@ func (e *Engine) cycle() int {
 	return -1
 }
 
+// Model returns m, or the newest sent assistant message's origin when m is
+// unknown (before the first request after a resume, offline).
+func (e *Engine) Model(m wire.Model) wire.Model { return e.model(Request{Model: m}) }
+
 // model returns the request's model, or the newest sent assistant
 // message's origin when the caller does not know it.
 func (e *Engine) model(req Request) wire.Model {

@@ -245,7 +245,7 @@ func renderUnfold(ss *session, raw []string, res []engine.UnfoldResult) *ToolRes
 		}
 	}
 	text := recall.RenderUnfold(u)
-	if len(det.Unfolded) > 0 && wire.Preserved(ss.model) {
+	if len(det.Unfolded) > 0 && wire.Preserved(ss.eng.Model(ss.model)) {
 		// The provider binds thinking to everything before it: restoring a
 		// block changes that prefix for the reasoning after it, and a
 		// restored thinking block is bound to a prefix earlier folds changed.

@@ -248,7 +248,8 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	skipped, err := ss.eng.Replay(entries)
 	res.Skipped += skipped
 	for _, en := range entries {
-		if en.Kind == engine.KindFold && en.Thinking != nil {
+		// Only the events Replay accepted: not a voided one, nor a repeat.
+		if l, ok := ss.eng.Layer(en.Seq); en.Kind == engine.KindFold && en.Thinking != nil && ok && !ss.thinking.has(en.Seq) && l != nil {
 			ss.thinking.event(en.Seq, *en.Thinking, true)
 		}
 	}

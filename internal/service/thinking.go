@@ -48,10 +48,22 @@ func (t *thinkingLog) event(seq int, c engine.ThinkingCost, replayed bool) {
 	t.events = append(t.events, thinkingEvent{seq: seq, cost: c, before: max(t.now, 0), seen: replayed, replayed: replayed})
 }
 
-// observe reads the provider's drops from newly arrived assistant messages.
+// has reports whether the event seq is logged.
+func (t *thinkingLog) has(seq int) bool {
+	for _, e := range t.events {
+		if e.seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// observe reads the provider's drops from the newest assistant response
+// among newly arrived messages (a resend from the start carries old ones
+// too); a response that failed or was aborted reports nothing.
 func (t *thinkingLog) observe(msgs [][]byte) {
-	for _, raw := range msgs {
-		n, ok := droppedThinking(raw)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		n, ok := droppedThinking(msgs[i])
 		if !ok {
 			continue
 		}
@@ -59,6 +71,7 @@ func (t *thinkingLog) observe(msgs [][]byte) {
 			t.events[k].after, t.events[k].seen = n, true
 		}
 		t.now = n
+		return
 	}
 }
 
@@ -70,6 +83,9 @@ func droppedThinking(raw []byte) (n int, ok bool) {
 		return 0, false
 	}
 	if role, _ := rawjson.Get(ms, "role"); string(role) != `"assistant"` {
+		return 0, false
+	}
+	if stop, _ := rawjson.Get(ms, "stopReason"); string(stop) == `"error"` || string(stop) == `"aborted"` {
 		return 0, false
 	}
 	diags, has := rawjson.Get(ms, "diagnostics")
@@ -119,7 +135,7 @@ func (t *thinkingLog) lines() []string {
 	if t.sum.IsZero() && t.now <= 0 {
 		return nil
 	}
-	out := []string{fmt.Sprintf("thinking: fold events invalidated %d signed blocks: %d folded with the event, %d left to the provider (the current cycle's); the latest response reports %d dropped",
+	out := []string{fmt.Sprintf("thinking: fold events invalidated %d signed blocks: %d folded with the event, %d left to the provider (reasoning that must stay as produced, or opaque); the latest response reports %d dropped",
 		t.sum.Invalidated, t.sum.Folded, t.sum.Dropped, max(t.now, 0))}
 	for k := max(0, len(t.events)-3); k < len(t.events); k++ {
 		e := t.events[k]

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -22,6 +24,7 @@ func TestDroppedThinkingFromDiagnostics(t *testing.T) {
 		{`{"role":"assistant","content":[]}`, 0, true},
 		{`{"role":"assistant","diagnostics":"bad"}`, 0, true},
 		{`{"role":"toolResult","diagnostics":[]}`, 0, false},
+		{`{"role":"assistant","stopReason":"aborted","content":[]}`, 0, false}, // no answer to judge by
 		{`not json`, 0, false},
 	}
 	for _, c := range cases {
@@ -49,7 +52,7 @@ func TestThinkingLogAttributesDropsToEvents(t *testing.T) {
 	}
 	l.observe([][]byte{drops(0)})
 	l.event(1, engine.ThinkingCost{Invalidated: 5, Folded: 4, Dropped: 1, Lost: []string{"a:x:p0"}}, false)
-	l.observe([][]byte{[]byte(`{"role":"toolResult"}`), drops(1)})
+	l.observe([][]byte{drops(7), []byte(`{"role":"toolResult"}`), drops(1), []byte(`{"role":"assistant","stopReason":"error"}`)})
 	l.event(2, engine.ThinkingCost{Invalidated: 3, Folded: 2, Dropped: 1}, false)
 	l.observe([][]byte{drops(2)})
 	got := strings.Join(l.lines(), "\n")
@@ -68,5 +71,28 @@ func TestThinkingLogAttributesDropsToEvents(t *testing.T) {
 	r.event(3, engine.ThinkingCost{Invalidated: 1, Dropped: 1}, true)
 	if got := strings.Join(r.lines(), "\n"); !strings.Contains(got, "invalidated 1 signed blocks") || !strings.Contains(got, "event 3: invalidated 1, folded 0, expected dropped 1 · from an earlier run") {
 		t.Errorf("after a resume: %s", got)
+	}
+}
+
+func TestReplayedThinkingCountsAcceptedEventsOnce(t *testing.T) {
+	rec := `{"id":"r:c1","code":"abc123","seq":%d,"bytes":10,"lines":1,"sha256":"x","kind":"tool_result","digest":"{#abc123 FOLDED} d"}`
+	fold := func(seq int, code string) json.RawMessage {
+		r := strings.Replace(fmt.Sprintf(rec, seq), "abc123", code, -1)
+		r = strings.Replace(r, `"r:c1"`, `"r:`+code+`"`, 1)
+		return json.RawMessage(fmt.Sprintf(`{"v":1,"kind":"fold","seq":%d,"folds":[%s],"thinking":{"invalidated":3,"folded":2,"dropped":1,"lost":["a:x:p0"]}}`, seq, r))
+	}
+	entries := []json.RawMessage{
+		fold(1, "aaaaa1"),
+		fold(1, "aaaaa1"), // the same event persisted twice
+		fold(2, "bbbbb2"),
+		json.RawMessage(`{"v":1,"kind":"void","seq":2}`),
+		fold(3, "ccccc3"),
+	}
+	s := New(nil, nil)
+	if _, err := s.open(OpenParams{SessionID: "s", Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.s.thinking.sum; got.Invalidated != 6 || got.Dropped != 2 || len(s.s.thinking.events) != 2 {
+		t.Errorf("replayed %+v over %d events, want events 1 and 3 only", got, len(s.s.thinking.events))
 	}
 }

@@ -121,7 +121,7 @@ func (b *Block) Foldable() bool {
 	case ToolResult:
 		return !b.Opaque
 	case Thinking:
-		return !b.Redacted && (!b.Signed || b.UnsignedReadable)
+		return b.Text != "" && !b.Redacted && (!b.Signed || b.UnsignedReadable)
 	}
 	return false
 }
@@ -267,10 +267,14 @@ func Decode(raw []byte, i int) Message {
 					add(Block{ID: id, Kind: Text, Part: j, Text: t})
 				}
 			case "thinking":
-				if t := str(pm, "thinking"); t != "" {
-					add(Block{ID: id, Kind: Thinking, Part: j, Text: t,
-						Signed:           strings.TrimSpace(str(pm, "thinkingSignature")) != "",
-						Redacted:         rawjson.Bool(mustGet(pm, "redacted")),
+				// A signed or redacted part with no text (a Responses item
+				// without a summary, omitted Anthropic thinking) never folds
+				// but is kept, so its prefix binding is counted.
+				t := str(pm, "thinking")
+				signed := strings.TrimSpace(str(pm, "thinkingSignature")) != ""
+				redacted := rawjson.Bool(mustGet(pm, "redacted"))
+				if t != "" || signed || redacted {
+					add(Block{ID: id, Kind: Thinking, Part: j, Text: t, Signed: signed, Redacted: redacted,
 						UnsignedReadable: unsignedReadableAPIs[m.API]})
 				}
 			case "toolCall":

@@ -211,3 +211,25 @@ func TestBindingWithoutDropWaitsForAUserTurn(t *testing.T) {
 		t.Errorf("with drop_block: %+v", res.Event)
 	}
 }
+
+func TestEmptySignedThinkingStillCounts(t *testing.T) {
+	// The open cycle's thinking has no text (omitted display): it cannot
+	// fold, and a binding provider without drop_block would reject a fold
+	// before it, so the event still waits.
+	msgs := thinkingSession("anthropic-messages", "claude-fable-5-1", 12)
+	last := len(msgs) - 2 // the newest assistant message
+	a := string(msgs[last])
+	i := strings.Index(a, `"thinking":"`) + len(`"thinking":"`)
+	j := strings.Index(a, `","thinkingSignature"`)
+	msgs[last] = []byte(a[:i] + a[j:])
+	knobs := policy.DefaultKnobs
+	knobs.Tail = 6000
+	e := New(Config{Policy: foldOldest{n: 2}, Knobs: knobs})
+	res := e.Step(Request{Append: msgs, Window: 200_000, Model: wire.Model{API: "anthropic-messages", Provider: "p", ID: "claude-fable-5-1"}}, nil)
+	if res.Event != nil {
+		t.Fatalf("folded before an empty signed thinking block of the open cycle: %+v", res.Event.Thinking)
+	}
+	if b, ok := e.Live("a:resp-12:p0"); !ok || b.Foldable() || !b.Signed {
+		t.Errorf("empty signed thinking: %+v, %v", b, ok)
+	}
+}

@@ -177,7 +177,12 @@ type Engine struct {
 	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
 	lost     map[string]bool // signed thinking an event left for the provider to drop
 	waiting  bool            // the last event was held back for a user turn (see lower)
-	prepared int             // blocks before this index have been offered to Prepare
+	// stripsFor caches strips' answer for one model.
+	stripsFor struct {
+		model         wire.Model
+		known, strips bool
+	}
+	prepared int // blocks before this index have been offered to Prepare
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
 }
@@ -501,9 +506,13 @@ func (e *Engine) buildView(req Request) policy.View {
 			break
 		}
 	}
+	lastUser := -1
 	for i := 0; i < e.tr.Len(); i++ {
-		if e.tr.Message(i).Role == "assistant" {
+		switch e.tr.Message(i).Role {
+		case "assistant":
 			v.Requests++
+		case "user":
+			lastUser = i
 		}
 	}
 	// The current tool-use cycle: the newest assistant message Pi sends,
@@ -511,13 +520,6 @@ func (e *Engine) buildView(req Request) policy.View {
 	// Providers require its thinking back exactly as produced, so it never
 	// folds (nor does that of any unsent message after it).
 	cycle := e.cycle()
-	lastUser := -1
-	for i := e.tr.Len() - 1; i >= 0; i-- {
-		if e.tr.Message(i).Role == "user" {
-			lastUser = i
-			break
-		}
-	}
 	if lastUser > cycle {
 		cycle = -1 // a new user turn: no tool-use cycle is open
 	}
@@ -525,7 +527,7 @@ func (e *Engine) buildView(req Request) policy.View {
 	// of earlier turns itself: free, unseen, so folding it would only add
 	// the digest's tokens.
 	stripped := -1
-	if wire.StripsEarlierThinking(e.model(req)) {
+	if e.strips(e.model(req)) {
 		stripped = lastUser
 	}
 	special := len(e.unfolded) > 0 || len(e.rejected) > 0
@@ -562,6 +564,16 @@ func (e *Engine) buildView(req Request) policy.View {
 	}
 	v.Resolve = func(k int) int { return e.ensureMeta(k).tokens }
 	return v
+}
+
+// strips is wire.StripsEarlierThinking, remembered for the last model seen:
+// the model rarely changes, and a request should not run a regexp for it.
+func (e *Engine) strips(m wire.Model) bool {
+	if m != e.stripsFor.model || !e.stripsFor.known {
+		e.stripsFor.model, e.stripsFor.known = m, true
+		e.stripsFor.strips = wire.StripsEarlierThinking(m)
+	}
+	return e.stripsFor.strips
 }
 
 // cycle returns the index of the newest assistant message that Pi sends

@@ -1,28 +1,48 @@
 # context-fold. `make test` is the test command the README and CI run.
 GO ?= go
 BIN := bin/contextfold
+# The build id the engine reports in its hello and `contextfold version`.
+BUILD_ID := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/contextfold/contextfold/internal/version.build=$(BUILD_ID)
 
-.PHONY: all build test check gotest tstest fuzz bench bench-adapter clean
+.PHONY: all build test check cross gotest tstest dist release fuzz bench bench-adapter clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/contextfold
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/contextfold
 
 # Node ≥ 22.19, Pi 1.6.0 and TypeScript live in the project-local .cache/;
 # .ci/setup-pi.sh installs them once and prints their paths.
 PI_ENV = eval "$$(.ci/setup-pi.sh)"
 
 # Everything CI checks: Go (unit, fuzz seeds, golden, keyless end-to-end
-# against real Pi), then the TypeScript adapter (types and node tests).
-test: check build gotest tstest
+# against real Pi, the packed npm tarballs installed without Go), then the
+# TypeScript adapter (types and node tests).
+test: check cross build dist gotest tstest
 
 check:
 	@out="$$(gofmt -l cmd internal e2e 2>/dev/null)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-gotest: build
-	@$(PI_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 -timeout 40m ./...
+# The Windows and macOS engines are built and vetted here; they run untested.
+cross:
+	GOOS=windows GOARCH=amd64 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/contextfold
+	CGO_ENABLED=0 GOOS=darwin GOARCH=amd64 $(GO) build -o /dev/null ./cmd/contextfold
+
+gotest: build dist
+	@$(PI_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" CONTEXTFOLD_DIST="$(CURDIR)/dist" $(GO) test -race -count=1 -timeout 40m ./...
+
+# dist/: one npm tarball per platform engine and the Pi package, with
+# SHA256SUMS (.ci/dist.sh). `make release` publishes them: a dry run unless
+# PUBLISH=1, which needs npm credentials (RELEASING.md).
+dist:
+	@$(PI_ENV); GO="$(GO)" NODE="$$CONTEXTFOLD_NODE" .ci/dist.sh
+
+release: dist
+	@$(PI_ENV); PUBLISH="$(PUBLISH)" NODE="$$CONTEXTFOLD_NODE" .ci/release.sh
 
 tstest: build
 	@$(PI_ENV); "$$CONTEXTFOLD_NODE" "$$CONTEXTFOLD_TSC" -p tsconfig.json && \
@@ -44,4 +64,4 @@ bench-adapter: build
 	@$(PI_ENV); CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" "$$CONTEXTFOLD_NODE" extension/bench/adapter.bench.ts
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

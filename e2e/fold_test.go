@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/fakellm"
@@ -277,7 +276,7 @@ func killProcesses(bin string) int {
 		if argv0, _, _ := strings.Cut(string(cmd), "\x00"); argv0 == bin {
 			var pid int
 			fmt.Sscan(e.Name(), &pid)
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			if killPid(pid) == nil {
 				n++
 			}
 		}

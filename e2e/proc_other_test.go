@@ -2,7 +2,10 @@
 
 package e2e
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
 // ownProcessGroup is a no-op where process groups are not available.
 func ownProcessGroup(cmd *exec.Cmd) {}
@@ -13,4 +16,13 @@ func killGroup(cmd *exec.Cmd) error {
 		return nil
 	}
 	return cmd.Process.Kill()
+}
+
+// killPid kills one process.
+func killPid(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
 }

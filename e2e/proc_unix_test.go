@@ -25,3 +25,6 @@ func killGroup(cmd *exec.Cmd) error {
 	}
 	return err
 }
+
+// killPid kills one process.
+func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -60,6 +60,7 @@ export class CacheWarning {
 				this.timer.unref?.();
 			}
 		} catch (e: any) {
+			if (e?.code === "unavailable") return; // no engine this session: said once at the start
 			show(ctx, { kind: "advisory", level: "warning", text: `Cache advisory unavailable: ${e?.message ?? e}` });
 		}
 	}

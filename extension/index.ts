@@ -27,6 +27,18 @@ export default function contextFold(pi: ExtensionAPI): void {
 	let session: Session | null = null;
 	const current = () => (session ??= new Session(host));
 	const warning = new CacheWarning((method, params) => current().ask(method, params));
+	// Without an engine (none found, or refused) the session runs as plain
+	// Pi: the cause was said once; commands and tools say it is off, calmly.
+	const off = async (ctx: any): Promise<boolean> => {
+		await current().start(ctx).catch(() => {});
+		return current().unavailable !== null;
+	};
+	const say = (ctx: any, t: string): void => {
+		if (ctx.hasUI) ctx.ui.notify(t, "info");
+		else process.stdout.write(t + "\n");
+	};
+	const offTool = (name: string) =>
+		`${name}: context-fold is off this session (${current().unavailable}). Nothing is folded in this request; codes from earlier folds cannot be read back until the engine runs.`;
 
 	const begin = async (ctx: any) => {
 		warning.reset();
@@ -92,6 +104,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	pi.registerCommand("context-fold", {
 		description: "context-fold status and settings. Usage: /context-fold [status|config|discard-images]",
 		handler: async (args, ctx) => {
+			if (await off(ctx)) return say(ctx, `context-fold is off this session (no folding): ${current().unavailable}`);
 			try {
 				await contextFoldCommand(args, ctx, (m, p) => current().call(ctx, m, p), warning);
 			} catch (e: any) {
@@ -105,6 +118,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	// failure returns nothing, and Pi's own compaction runs.
 	pi.on("session_before_compact", async (event, ctx) => {
 		try {
+			if (await off(ctx)) return undefined; // said once already; Pi compacts as without us
 			const p = event.preparation;
 			const res = await current().call(ctx, "compact", {
 				messages: [...p.messagesToSummarize, ...p.turnPrefixMessages],
@@ -144,6 +158,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	pi.registerCommand("fold-handoff", {
 		description: "Write a handoff seed: your goal verbatim plus this session's verbatim index; then optionally start a fresh session with it. Usage: /fold-handoff <goal>",
 		handler: async (args, ctx) => {
+			if (await off(ctx)) return say(ctx, `fold-handoff needs the context-fold engine, which is off this session: ${current().unavailable}`);
 			let res: any;
 			try {
 				res = await current().call(ctx, "handoff", { goal: args, leaf: ctx.sessionManager.getLeafId() ?? "", ...noSessionEntries(ctx) });
@@ -181,6 +196,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 		promptGuidelines: [...RECALL.promptGuidelines],
 		parameters: recallParams,
 		async execute(_id, params, _signal, _update, ctx) {
+			if (await off(ctx)) return { ...text(offTool("recall_folded")), isError: true };
 			const req: Record<string, unknown> = { ...params, ...noSessionEntries(ctx) };
 			try {
 				const res = await current().call(ctx, "recall", req);
@@ -195,6 +211,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 		promptGuidelines: [...UNFOLD.promptGuidelines],
 		parameters: unfoldParams,
 		async execute(_id, params, _signal, _update, ctx) {
+			if (await off(ctx)) return { ...text(offTool("unfold")), isError: true };
 			try {
 				const res = await current().call(ctx, "unfold", params);
 				return { ...text(res.text, res.details ?? {}), isError: res.isError };

@@ -4,9 +4,9 @@
 // unref'd while no request is pending, so it never keeps Node alive, and it
 // exits by itself when its stdin closes.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { PROTOCOL_VERSION } from "./locate.js";
 
-/** The protocol version this adapter speaks. */
-export const PROTOCOL_VERSION = 1;
+export { PROTOCOL_VERSION };
 
 export type RequestHandler = (method: string, params: any) => any | Promise<any>;
 
@@ -78,6 +78,19 @@ export interface EngineOptions {
 	onStderr?: (text: string) => void;
 	/** How long to wait for the engine's hello before killing it. */
 	helloTimeoutMs?: number;
+	/**
+	 * Judges the engine's hello (null: no hello frame): a reason refuses the
+	 * engine and kills it. The default accepts this protocol version only.
+	 */
+	accept?: (hello: Hello | null) => string | null;
+}
+
+/** The engine's first frame's params. */
+export interface Hello {
+	protocol?: unknown;
+	version?: unknown;
+	build?: unknown;
+	platform?: unknown;
 }
 
 export class Engine {
@@ -87,7 +100,7 @@ export class Engine {
 	private reader = new FrameReader();
 	private exited: string | null = null;
 	private awaitingHello = true;
-	readonly ready: Promise<{ protocol: number; version: string }>;
+	readonly ready: Promise<Hello>;
 	private readonly opts: EngineOptions;
 
 	constructor(opts: EngineOptions) {
@@ -118,9 +131,11 @@ export class Engine {
 				}
 				if (!hello) {
 					hello = true;
-					if (f.method !== "hello" || f.params?.protocol !== PROTOCOL_VERSION) {
-						const got = f.method === "hello" ? `protocol ${f.params?.protocol}` : "no hello";
-						helloReject(new EngineError(`engine speaks ${got}; this adapter needs protocol ${PROTOCOL_VERSION}`, "version"));
+					const params: Hello | null = f.method === "hello" && f.params && typeof f.params === "object" ? f.params : null;
+					const accept = opts.accept ?? ((h: Hello | null) => (h?.protocol === PROTOCOL_VERSION ? null : `engine speaks protocol ${h?.protocol}; this adapter needs protocol ${PROTOCOL_VERSION}`));
+					const refused = accept(params);
+					if (refused !== null) {
+						helloReject(new EngineError(refused, "version"));
 						this.kill();
 						return;
 					}
@@ -138,7 +153,9 @@ export class Engine {
 			this.fail(`engine failed: ${err.message}`);
 		});
 		this.child.on("exit", (code, signal) => {
-			helloReject(new EngineError(`engine exited before its hello (${signal ?? code})`, "exit"));
+			// An exit status before the hello is the binary's own verdict (wrong
+			// file, wrong build); a signal may be anyone's and is retried.
+			helloReject(new EngineError(`engine ${opts.bin} exited before its hello (${signal ?? `code ${code}`})`, signal ? "signal" : "exit"));
 			this.fail(`engine exited (${signal ?? `code ${code}`})`);
 		});
 		this.child.stdin.on("error", () => {});

@@ -2,9 +2,7 @@
 // per-request deltas, cached layers, fail-open. It imports no Pi runtime
 // module, so the benchmark and tests drive it outside Pi.
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { existsSync } from "node:fs";
-import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { type Found, locate, mismatch, notFoundMessage } from "./locate.js";
 import { Engine, EngineError } from "./protocol.ts";
 import { applyPlacements, type Layer, type Placement, Tracker, turnParams } from "./wire.ts";
 
@@ -30,19 +28,9 @@ function timeoutMs(name: string, dflt: number): number {
 const TURN_TIMEOUT = () => timeoutMs("CONTEXTFOLD_ENGINE_TIMEOUT_MS", 10_000);
 const TOOL_TIMEOUT = 30_000;
 
-/** Finds the engine: CONTEXTFOLD_BIN, then this package's bin/, then PATH. */
-export function findEngine(): string | null {
-	const env = process.env.CONTEXTFOLD_BIN;
-	if (env) return existsSync(env) ? env : null;
-	const here = dirname(fileURLToPath(import.meta.url));
-	const own = join(here, "..", "bin", "contextfold");
-	if (existsSync(own)) return own;
-	for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-		const p = join(dir, "contextfold");
-		if (dir && existsSync(p)) return p;
-	}
-	return null;
-}
+/** Warnings already shown by any Session in this process, by text: a cause
+ * that outlives one session runtime (no engine, a refused engine) is said once. */
+const said = new Set<string>();
 
 /** The facts of the request's model the engine's thinking rules need. */
 function modelFacts(m: ExtensionContext["model"]): Record<string, unknown> | undefined {
@@ -71,6 +59,8 @@ export class Session {
 	private ctx: ExtensionContext | null = null;
 	private shutdown = false;
 	private opened = false;
+	/** Why this session runs without an engine (none found, or refused); then nothing folds and nothing respawns. */
+	private off: string | null = null;
 	private readonly host: Host;
 
 	constructor(host: Host) {
@@ -90,20 +80,41 @@ export class Session {
 		}
 	}
 
+	/** Why this session has no engine, or null while it has one. */
+	get unavailable(): string | null {
+		return this.off;
+	}
+
+	/** Turns folding off for this session, saying why once per process. */
+	private turnOff(reason: string): EngineError {
+		this.off = reason;
+		if (!said.has(reason)) {
+			said.add(reason);
+			this.warned.delete("off");
+			this.warn("off", `${reason} — no folding this session`);
+		}
+		return new EngineError(reason, "unavailable");
+	}
+
 	/** Starts the engine and replays the session's fold entries into it. */
 	start(ctx: ExtensionContext): Promise<void> {
 		this.ctx = ctx;
+		if (this.off) return Promise.reject(new EngineError(this.off, "unavailable"));
 		if (this.engine?.alive && this.opening) return this.opening;
-		const bin = findEngine();
-		if (!bin) {
-			this.warn("nobin", "engine binary not found (set CONTEXTFOLD_BIN, run `make build` in the package, or put contextfold on PATH) — no folding this session");
-			return Promise.reject(new EngineError("no engine binary", "spawn"));
-		}
+		const where = locate();
+		if (!where.found) return Promise.reject(this.turnOff(notFoundMessage(where)));
+		const found: Found = where.found;
 		const engine = new Engine({
-			bin,
+			bin: found.bin,
+			accept: (hello) => {
+				const why = mismatch(found, hello);
+				if (why) this.turnOff(why);
+				return why;
+			},
 			onRequest: (method, params) => this.serve(method, params),
 			onExit: (reason) => {
-				if (!this.shutdown && this.engine === engine) this.warn("crash", `${reason}; folds already committed keep applying and the engine restarts on the next request`);
+				// Before its open completes, a failure is the start's to report.
+				if (!this.shutdown && this.opened && this.engine === engine) this.warn("crash", `${reason}; folds already committed keep applying and the engine restarts on the next request`);
 			},
 			onStderr: (t) => process.stderr.write(t),
 		});
@@ -130,7 +141,10 @@ export class Session {
 			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
 			if (this.engine === engine) this.opened = true;
 		})();
-		this.opening.catch((e) => this.warn("open", `engine start failed: ${e.message}`));
+		this.opening.catch((e) => {
+			if ((e?.code === "spawn" || e?.code === "exit") && !this.off) this.turnOff(`${e.message} (from ${found.source})`);
+			else if (!this.off) this.warn("open", `engine start failed: ${e.message}`);
+		});
 		return this.opening;
 	}
 
@@ -157,6 +171,7 @@ export class Session {
 
 	private async live(ctx: ExtensionContext): Promise<Engine> {
 		if (this.opened && this.engine?.alive) return this.engine; // the common case: no extra ticks
+		if (this.off) throw new EngineError(this.off, "unavailable");
 		if (!this.engine?.alive) await this.start(ctx);
 		else await this.opening;
 		if (!this.engine?.alive) throw new EngineError("engine not running", "closed");
@@ -186,6 +201,7 @@ export class Session {
 			applyPlacements(messages, this.placements, this.layers);
 			this.footer(ctx, res.footer);
 		} catch (e: any) {
+			if (this.off) return; // no engine this session: the request goes out as Pi built it
 			// Fail open: committed folds keep applying to the unchanged prefix;
 			// the engine restarts and resynchronises on the next request.
 			if (e?.code === "timeout") {

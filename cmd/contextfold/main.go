@@ -8,13 +8,15 @@
 package main
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-)
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/version"
+)
 
 type command struct {
 	name, usage, summary string
@@ -23,10 +25,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"version", "contextfold version", "print the version", func(_ []string, out, _ io.Writer) int {
-			fmt.Fprintln(out, "contextfold", version)
-			return 0
-		}},
+		{"version", "contextfold version [-json]", "print the version, build and platform", versionCmd},
 		{"serve", "contextfold serve", "run the engine for the Pi adapter (stdio protocol)", serveCmd},
 		{"demo", "contextfold demo [-window N] [-svg file]", "replay a bundled real session through context-fold and raw", demoCmd},
 		{"bench", "contextfold bench [flags] [trajectories]...", "replay sessions through context policies and price them", benchCmd},
@@ -46,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
+	if args[0] == "--version" {
+		return versionCmd(nil, stdout, stderr)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(args[1:], stdout, stderr)
@@ -63,4 +65,24 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-44s %s\n", c.usage, c.summary)
 	}
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print {version, build, platform, protocol} as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: contextfold version [-json]")
+		return 2
+	}
+	if *asJSON {
+		b, _ := json.Marshal(map[string]any{"version": version.Number, "build": version.Build(), "platform": version.Platform(), "protocol": protocol.Version})
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	fmt.Fprintln(stdout, version.String())
+	return 0
 }

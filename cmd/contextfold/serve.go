@@ -13,6 +13,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/service"
+	"github.com/contextfold/contextfold/internal/version"
 )
 
 // serveCmd runs the engine service on stdin/stdout for the Pi adapter. It
@@ -36,7 +37,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	// often keeps GC pauses out of the request path.
 	debug.SetGCPercent(400)
 	conn := protocol.NewConn(stdout)
-	if err := conn.Notify("hello", service.Hello{Protocol: protocol.Version, Version: version}); err != nil {
+	if err := conn.Notify("hello", service.Hello{Protocol: protocol.Version, Version: version.Number, Build: version.Build(), Platform: version.Platform()}); err != nil {
 		fmt.Fprintln(stderr, "contextfold serve:", err)
 		return 1
 	}

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { PROTOCOL_VERSION, VERSION } from "../locate.js";
 import { Engine, encodeFrame, FrameReader } from "../protocol.ts";
 import { turnParams } from "../wire.ts";
 
@@ -32,7 +33,11 @@ test("open, turn, persist round trip against the real engine", async () => {
 	const persisted: any[] = [];
 	const e = new Engine({ bin: BIN, onRequest: (m, p) => (m === "persist" ? (persisted.push(p), true) : null) });
 	const hello = await e.ready;
-	assert.equal(hello.protocol, 1);
+	// The real engine's hello: this protocol, this package's version, its build and platform.
+	assert.equal(hello.protocol, PROTOCOL_VERSION);
+	assert.equal(hello.version, VERSION);
+	assert.equal(typeof hello.build, "string");
+	assert.equal(hello.platform, `${process.platform}-${process.arch}`);
 	const dir = mkdtempSync(join(tmpdir(), "cf-"));
 	await e.request("open", { sessionId: "s1", sessionDir: dir, entries: [] }, 5000);
 	const msgs = session(30);
@@ -83,7 +88,7 @@ test("a hung engine times out instead of blocking Pi", async () => {
 	const dir = mkdtempSync(join(tmpdir(), "cf-"));
 	const script = join(dir, "hang.mjs");
 	// Says hello, then never answers.
-	writeFileSync(script, `const b=Buffer.from(JSON.stringify({method:"hello",params:{protocol:1,version:"x"}}));const h=Buffer.alloc(4);h.writeUInt32LE(b.length);process.stdout.write(Buffer.concat([h,b]));process.stdin.resume();`);
+	writeFileSync(script, `const b=Buffer.from(JSON.stringify({method:"hello",params:{protocol:2,version:"x"}}));const h=Buffer.alloc(4);h.writeUInt32LE(b.length);process.stdout.write(Buffer.concat([h,b]));process.stdin.resume();`);
 	const e = new Engine({ bin: process.execPath, args: [script], onRequest: () => true });
 	await e.ready;
 	const t0 = Date.now();
@@ -95,7 +100,7 @@ test("a hung engine times out instead of blocking Pi", async () => {
 test("a wrong protocol version is refused", async () => {
 	const dir = mkdtempSync(join(tmpdir(), "cf-"));
 	const script = join(dir, "v2.mjs");
-	writeFileSync(script, `const b=Buffer.from(JSON.stringify({method:"hello",params:{protocol:2}}));const h=Buffer.alloc(4);h.writeUInt32LE(b.length);process.stdout.write(Buffer.concat([h,b]));process.stdin.resume();`);
+	writeFileSync(script, `const b=Buffer.from(JSON.stringify({method:"hello",params:{protocol:99}}));const h=Buffer.alloc(4);h.writeUInt32LE(b.length);process.stdout.write(Buffer.concat([h,b]));process.stdin.resume();`);
 	const e = new Engine({ bin: process.execPath, args: [script], onRequest: () => true });
 	await assert.rejects(e.ready, (err: any) => err.code === "version");
 });

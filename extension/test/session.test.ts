@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { PROTOCOL_VERSION, VERSION } from "../locate.js";
 import { Session } from "../session.ts";
 
 function session(n: number): any[] {
@@ -95,5 +96,67 @@ test("a missing engine binary warns once and leaves messages untouched", async (
 		if (prev === undefined) delete process.env.CONTEXTFOLD_BIN;
 		else process.env.CONTEXTFOLD_BIN = prev;
 	}
-	assert.equal(warnings.filter((w) => w.includes("not found")).length, 1, JSON.stringify(warnings));
+	assert.equal(warnings.filter((w) => w.includes("CONTEXTFOLD_BIN=/nonexistent/contextfold (no such file)")).length, 1, JSON.stringify(warnings));
 });
+
+/** An executable that counts its starts in `log` and speaks only a hello. */
+function fakeEngine(hello: unknown): { bin: string; starts: () => number } {
+	const dir = mkdtempSync(join(tmpdir(), "cf-fake-"));
+	const script = join(dir, "engine.mjs");
+	const log = join(dir, "starts");
+	writeFileSync(
+		script,
+		`import { appendFileSync } from "node:fs"; appendFileSync(${JSON.stringify(log)}, "x");
+const b = Buffer.from(JSON.stringify({ method: "hello", params: ${JSON.stringify(hello)} })); const h = Buffer.alloc(4); h.writeUInt32LE(b.length);
+process.stdout.write(Buffer.concat([h, b])); process.stdin.resume(); process.stdin.on("end", () => process.exit(0));`,
+	);
+	const bin = join(dir, "contextfold");
+	writeFileSync(bin, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(script)} "$@"\n`);
+	chmodSync(bin, 0o755);
+	return { bin, starts: () => (existsSync(log) ? readFileSync(log, "utf8").length : 0) };
+}
+
+for (const [name, hello, shown] of [
+	["an older engine of the same protocol", { protocol: PROTOCOL_VERSION, version: "0.1.9", build: "0123456789ab", platform: "linux-x64" }, "is contextfold 0.1.9 (build 0123456789ab, protocol 2)"],
+	["a protocol-1 engine", { protocol: 1, version: "0.1.0-dev" }, "is contextfold 0.1.0-dev (build unknown, protocol 1)"],
+	["a newer engine", { protocol: PROTOCOL_VERSION + 1, version: "9.0.0", build: "fedcba987654" }, "is contextfold 9.0.0 (build fedcba987654, protocol 3)"],
+] as const) {
+	test(`${name} is refused once, by name, and the session runs unfolded`, async () => {
+		const eng = fakeEngine(hello);
+		const prev = process.env.CONTEXTFOLD_BIN;
+		process.env.CONTEXTFOLD_BIN = eng.bin;
+		const warnings: string[] = [];
+		const orig = process.stderr.write.bind(process.stderr);
+		(process.stderr as any).write = (t: string) => (warnings.push(String(t)), true);
+		try {
+			const entries: any[] = [];
+			const host = { appendEntry: (t: string, d: unknown) => entries.push({ type: "custom", customType: t, data: d }), agentDir: "" };
+			const ctx = fakeCtx(entries, "");
+			const s = new Session(host);
+			await s.start(ctx).catch(() => {});
+			const msgs = session(40);
+			for (let i = 0; i < 3; i++) {
+				const copy = structuredClone(msgs);
+				await s.onContext(copy, ctx);
+				assert.deepEqual(copy, msgs, "the request goes out as Pi built it");
+			}
+			await assert.rejects(s.call(ctx, "status", {}), (e: any) => e.code === "unavailable" && e.message.includes(shown));
+			assert.ok(s.unavailable?.includes(shown), s.unavailable ?? "");
+			// A new session runtime in the same process (/new, /tree) says nothing new.
+			const s2 = new Session(host);
+			await s2.start(ctx).catch(() => {});
+			await s2.onContext(structuredClone(msgs), ctx);
+			assert.equal(eng.starts(), 2, "one start per session runtime, no respawn per request");
+			assert.equal(entries.length, 0, "nothing recorded");
+		} finally {
+			(process.stderr as any).write = orig;
+			if (prev === undefined) delete process.env.CONTEXTFOLD_BIN;
+			else process.env.CONTEXTFOLD_BIN = prev;
+		}
+		assert.equal(warnings.length, 1, JSON.stringify(warnings));
+		const w = warnings[0];
+		assert.ok(w.includes(`${eng.bin} (from CONTEXTFOLD_BIN) ${shown}; this adapter is ${VERSION} (protocol ${PROTOCOL_VERSION})`), w);
+		assert.ok(w.includes(`Fix: point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary`), w);
+		assert.ok(w.trimEnd().endsWith("no folding this session"), w);
+	});
+}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/contextfold/contextfold/internal/lockfile"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/schedule"
 )
@@ -258,6 +259,15 @@ func Save(path, key, value, provider string) error {
 	if !ok {
 		return fmt.Errorf("unknown setting %q", key)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	// Two sessions saving at once must not lose each other's keys.
+	unlock, err := lockfile.Lock(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	doc := map[string]json.RawMessage{}
 	data, err := os.ReadFile(path)
 	switch {
@@ -308,12 +318,9 @@ func Save(path, key, value, provider string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	if err := os.WriteFile(tmp, append(out, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return lockfile.Replace(tmp, path)
 }

@@ -2,9 +2,11 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/policy"
@@ -83,5 +85,34 @@ func TestSaveKeepsUnknownKeys(t *testing.T) {
 	r := Resolve(nil, data)
 	if r.Knobs.FoldAt != 0.3 || r.IdleFor("anthropic") != 5 || r.Compact != "native" {
 		t.Fatalf("round trip %+v", r)
+	}
+}
+
+// TestSaveConcurrent: sessions saving at once keep every key each wrote.
+func TestSaveConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent", FileName)
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := Save(path, "cacheIdleMinutes", "7", fmt.Sprintf("p%d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Per map[string]float64 `json:"providerCacheIdleMinutes"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Per) != 24 {
+		t.Fatalf("%d of 24 providers saved: %s", len(doc.Per), data)
 	}
 }

@@ -31,7 +31,9 @@ import (
 )
 
 // Version is the protocol version. Bump it on any incompatible change.
-const Version = 1
+// 2: the hello carries the build and platform, and the adapter also
+// requires the engine's release version to equal its own.
+const Version = 2
 
 // MaxFrame bounds one frame (a resumed session's full transcript fits).
 const MaxFrame = 1 << 30

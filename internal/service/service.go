@@ -91,10 +91,14 @@ func New(conn *protocol.Conn, log *slog.Logger) *Service {
 	return &Service{conn: conn, log: log, now: time.Now, ctx: context.Background()}
 }
 
-// Hello is the engine's first frame.
+// Hello is the engine's first frame. The adapter runs only an engine whose
+// Protocol and Version equal its own; Build and Platform name the binary in
+// its messages.
 type Hello struct {
 	Protocol int    `json:"protocol"`
 	Version  string `json:"version"`
+	Build    string `json:"build"`
+	Platform string `json:"platform"`
 }
 
 // Handle implements protocol.Handler.

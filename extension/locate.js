@@ -1,0 +1,148 @@
+// Where the engine binary is, and whether it is the one this package needs.
+// Plain JavaScript, because npm runs the install check (install.js) with
+// whatever Node it finds; the adapter imports the same code. The package's
+// package.json is the one source of the version and of the platform list.
+import { readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The protocol version this adapter speaks (internal/protocol.Version). */
+export const PROTOCOL_VERSION = 2;
+
+/** The package's root directory. */
+export const PACKAGE_DIR = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+const manifest = JSON.parse(readFileSync(join(PACKAGE_DIR, "package.json"), "utf8"));
+
+/** The npm package name, e.g. "pi-context-fold". */
+export const PACKAGE_NAME = String(manifest.name);
+
+/** The one version of adapter, engine and packages. */
+export const VERSION = String(manifest.version);
+
+/** Prefix of the per-platform engine packages: contextfold-<platform>. */
+export const ENGINE_PACKAGE_PREFIX = "contextfold-";
+
+/** Platforms with a prebuilt engine package, e.g. "linux-x64". */
+export const PLATFORMS = Object.keys(manifest.optionalDependencies ?? {})
+	.filter((n) => n.startsWith(ENGINE_PACKAGE_PREFIX))
+	.map((n) => n.slice(ENGINE_PACKAGE_PREFIX.length))
+	.sort();
+
+/**
+ * @typedef {"CONTEXTFOLD_BIN" | "platform package" | "package bin/" | "PATH"} Source
+ * @typedef {{ bin: string, source: Source }} Found
+ * @typedef {{ found: Found | null, platform: string, tried: string[] }} Located
+ * @typedef {{ protocol?: unknown, version?: unknown, build?: unknown, platform?: unknown }} Hello
+ */
+
+/**
+ * The binary's file name on a platform.
+ * @param {string} [platform]
+ */
+export function exeName(platform = process.platform) {
+	return platform === "win32" ? "contextfold.exe" : "contextfold";
+}
+
+/** @param {string} p */
+function isFile(p) {
+	try {
+		return statSync(p).isFile();
+	} catch {
+		return false;
+	}
+}
+
+/**
+ * Finds the engine: CONTEXTFOLD_BIN (an explicit choice: never passed over),
+ * then the platform package resolved from this package's location, then the
+ * package's own bin/ (a build from a checkout), then PATH. `tried` names
+ * every place looked at, for the one message when none fits.
+ * @param {{ env?: NodeJS.ProcessEnv, platform?: string, arch?: string, packageDir?: string, resolve?: (id: string) => string }} [o]
+ * @returns {Located}
+ */
+export function locate(o = {}) {
+	const env = o.env ?? process.env;
+	const home = o.packageDir ?? PACKAGE_DIR;
+	const os = o.platform ?? process.platform;
+	const plat = `${os}-${o.arch ?? process.arch}`;
+	const exe = exeName(os);
+	/** @type {string[]} */
+	const tried = [];
+	/** @param {string} bin @param {Source} source @returns {Located} */
+	const hit = (bin, source) => ({ found: { bin, source }, platform: plat, tried });
+
+	const override = env.CONTEXTFOLD_BIN;
+	if (override) {
+		if (isFile(override)) return hit(override, "CONTEXTFOLD_BIN");
+		tried.push(`CONTEXTFOLD_BIN=${override} (no such file)`);
+		return { found: null, platform: plat, tried };
+	}
+	tried.push("CONTEXTFOLD_BIN (not set)");
+
+	const pkg = ENGINE_PACKAGE_PREFIX + plat;
+	if (!PLATFORMS.includes(plat)) {
+		tried.push(`${pkg} (no prebuilt engine for ${plat}; there are for ${PLATFORMS.join(", ")})`);
+	} else {
+		const resolve = o.resolve ?? createRequire(join(home, "package.json")).resolve;
+		let dir = "";
+		try {
+			dir = dirname(resolve(`${pkg}/package.json`));
+		} catch {}
+		const bin = dir && join(dir, "bin", exe);
+		if (bin && isFile(bin)) return hit(bin, "platform package");
+		tried.push(dir ? `${bin} (missing from ${pkg})` : `${pkg} (not installed)`);
+	}
+
+	const own = join(home, "bin", exe);
+	if (isFile(own)) return hit(own, "package bin/");
+	tried.push(`${own} (missing)`);
+
+	const path = env.PATH ?? env.Path ?? "";
+	for (const dir of path.split(delimiter)) {
+		const p = dir && join(dir, exe);
+		if (p && isFile(p)) return hit(p, "PATH");
+	}
+	tried.push(`${exe} on PATH (not found)`);
+	return { found: null, platform: plat, tried };
+}
+
+/**
+ * The one message for no engine: the platform, every place tried, the fix.
+ * @param {Located} l
+ */
+export function notFoundMessage(l) {
+	const fix = PLATFORMS.includes(l.platform)
+		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): pi install npm:${PACKAGE_NAME}@${VERSION}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
+		: `build the engine with Go from the ${VERSION} source (make build) and set CONTEXTFOLD_BIN to it`;
+	return `no contextfold engine for ${l.platform}; tried ${l.tried.join("; ")}. Fix: ${fix}`;
+}
+
+/**
+ * Why an engine's hello is refused, or null when it is the one this package
+ * needs: the same protocol and the same release version.
+ * @param {Found} found
+ * @param {Hello | null | undefined} hello
+ */
+export function mismatch(found, hello) {
+	if (hello && hello.protocol === PROTOCOL_VERSION && hello.version === VERSION) return null;
+	const what = hello
+		? `contextfold ${hello.version ?? "(no version)"} (build ${hello.build ?? "unknown"}, protocol ${hello.protocol ?? "unknown"})`
+		: "not a contextfold engine (no hello)";
+	return `${found.bin} (from ${found.source}) is ${what}; this adapter is ${VERSION} (protocol ${PROTOCOL_VERSION}). Fix: ${fixFor(found)}`;
+}
+
+/** @param {Found} found */
+function fixFor(found) {
+	switch (found.source) {
+		case "CONTEXTFOLD_BIN":
+			return `point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`;
+		case "platform package":
+			return `reinstall the package: pi install npm:${PACKAGE_NAME}@${VERSION}`;
+		case "package bin/":
+			return `rebuild it: make build in ${PACKAGE_DIR}`;
+		default:
+			return `replace it with contextfold ${VERSION}, or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`;
+	}
+}

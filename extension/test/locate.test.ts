@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { exeName, locate, mismatch, notFoundMessage, PACKAGE_DIR, PACKAGE_NAME, PLATFORMS, PROTOCOL_VERSION, VERSION } from "../locate.js";
+
+function exe(dir: string, name = "contextfold"): string {
+	mkdirSync(dir, { recursive: true });
+	const p = join(dir, name);
+	writeFileSync(p, "");
+	chmodSync(p, 0o755);
+	return p;
+}
+
+// A package directory without bin/ (the checkout's own may hold a build).
+const PKG = mkdtempSync(join(tmpdir(), "cf-pkg-"));
+
+const none = () => {
+	throw new Error("not installed");
+};
+
+test("the platform list and version come from package.json", () => {
+	assert.deepEqual(PLATFORMS, ["darwin-arm64", "darwin-x64", "linux-arm64", "linux-x64", "win32-x64"]);
+	assert.equal(PACKAGE_NAME, "pi-context-fold");
+	assert.match(VERSION, /^\d+\.\d+\.\d+/);
+	assert.equal(exeName("win32"), "contextfold.exe");
+	assert.equal(exeName("linux"), "contextfold");
+});
+
+test("CONTEXTFOLD_BIN wins, and a wrong one is reported, not passed over", () => {
+	const dir = mkdtempSync(join(tmpdir(), "cf-loc-"));
+	const bin = exe(join(dir, "x"));
+	const onPath = exe(join(dir, "p"));
+	let l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: bin, PATH: join(dir, "p") }, platform: "linux", arch: "x64", resolve: none });
+	assert.deepEqual(l.found, { bin, source: "CONTEXTFOLD_BIN" });
+	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: join(dir, "gone"), PATH: join(dir, "p") }, platform: "linux", arch: "x64", resolve: none });
+	assert.equal(l.found, null, `must not fall back to ${onPath}`);
+	assert.deepEqual(l.tried, [`CONTEXTFOLD_BIN=${join(dir, "gone")} (no such file)`]);
+	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: dir, PATH: "" }, platform: "linux", arch: "x64", resolve: none });
+	assert.equal(l.found, null, "a directory is not an engine");
+});
+
+test("the platform package is resolved from this package, before bin/ and PATH", () => {
+	const dir = mkdtempSync(join(tmpdir(), "cf-loc-"));
+	const pkg = join(dir, "node_modules", "contextfold-darwin-arm64");
+	const bin = exe(join(pkg, "bin"));
+	exe(join(dir, "p"));
+	let asked = "";
+	const resolve = (id: string) => ((asked = id), join(pkg, "package.json"));
+	const l = locate({ packageDir: PKG, env: { PATH: join(dir, "p") }, platform: "darwin", arch: "arm64", resolve });
+	assert.equal(asked, "contextfold-darwin-arm64/package.json");
+	assert.deepEqual(l.found, { bin, source: "platform package" });
+
+	const win = join(dir, "node_modules", "contextfold-win32-x64");
+	const winBin = exe(join(win, "bin"), "contextfold.exe");
+	const w = locate({ packageDir: PKG, env: { PATH: "" }, platform: "win32", arch: "x64", resolve: () => join(win, "package.json") });
+	assert.deepEqual(w.found, { bin: winBin, source: "platform package" });
+});
+
+test("PATH is the last resort; none found names every place tried and the fix", () => {
+	const dir = mkdtempSync(join(tmpdir(), "cf-loc-"));
+	const onPath = exe(join(dir, "p"));
+	const empty = join(dir, "node_modules", "contextfold-linux-arm64");
+	mkdirSync(empty, { recursive: true });
+	let l = locate({ packageDir: PKG, env: { PATH: ["", join(dir, "q"), join(dir, "p")].join(":") }, platform: "linux", arch: "arm64", resolve: () => join(empty, "package.json") });
+	assert.deepEqual(l.found, { bin: onPath, source: "PATH" });
+
+	l = locate({ packageDir: PKG, env: { PATH: join(dir, "q") }, platform: "linux", arch: "arm64", resolve: () => join(empty, "package.json") });
+	assert.equal(l.found, null);
+	assert.deepEqual(l.tried, [
+		"CONTEXTFOLD_BIN (not set)",
+		`${join(empty, "bin", "contextfold")} (missing from contextfold-linux-arm64)`,
+		`${join(PKG, "bin", "contextfold")} (missing)`,
+		"contextfold on PATH (not found)",
+	]);
+	const m = notFoundMessage(l);
+	assert.ok(m.startsWith("no contextfold engine for linux-arm64; tried CONTEXTFOLD_BIN (not set); "), m);
+	assert.ok(m.includes(`Fix: install contextfold-linux-arm64@${VERSION} with the package`), m);
+	assert.ok(m.includes(`pi install npm:${PACKAGE_NAME}@${VERSION}`), m);
+
+	l = locate({ packageDir: PKG, env: { PATH: "" }, platform: "linux", arch: "x64", resolve: none });
+	assert.equal(l.tried[1], "contextfold-linux-x64 (not installed)");
+});
+
+test("a platform without a prebuilt engine says so and points at a Go build", () => {
+	const l = locate({ packageDir: PKG, env: { PATH: "" }, platform: "freebsd", arch: "x64", resolve: none });
+	assert.equal(l.found, null);
+	assert.equal(l.tried[1], `contextfold-freebsd-x64 (no prebuilt engine for freebsd-x64; there are for ${PLATFORMS.join(", ")})`);
+	const m = notFoundMessage(l);
+	assert.ok(m.includes("no contextfold engine for freebsd-x64") && m.includes("make build") && m.includes("CONTEXTFOLD_BIN"), m);
+});
+
+test("only this protocol and this exact version are accepted", () => {
+	const f = { bin: "/x/contextfold", source: "package bin/" as const };
+	assert.equal(mismatch(f, { protocol: PROTOCOL_VERSION, version: VERSION, build: "b" }), null);
+	const old = mismatch(f, { protocol: PROTOCOL_VERSION, version: "0.0.1", build: "abc" });
+	assert.equal(
+		old,
+		`/x/contextfold (from package bin/) is contextfold 0.0.1 (build abc, protocol ${PROTOCOL_VERSION}); this adapter is ${VERSION} (protocol ${PROTOCOL_VERSION}). Fix: rebuild it: make build in ${PACKAGE_DIR}`,
+	);
+	assert.ok(mismatch(f, { protocol: PROTOCOL_VERSION - 1, version: VERSION })?.includes(`protocol ${PROTOCOL_VERSION - 1}`));
+	assert.ok(mismatch({ bin: "/y", source: "platform package" }, null)?.includes(`not a contextfold engine (no hello)`));
+	assert.ok(mismatch({ bin: "/y", source: "platform package" }, {})?.includes(`reinstall the package: pi install npm:${PACKAGE_NAME}@${VERSION}`));
+	assert.ok(mismatch({ bin: "/y", source: "PATH" }, {})?.includes(`replace it with contextfold ${VERSION}`));
+});

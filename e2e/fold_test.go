@@ -98,6 +98,41 @@ func TestFoldingInPrintMode(t *testing.T) {
 	}
 	t.Logf("%d requests, first fold at %d, %d fold events, %d prefix breaks", len(reqs), foldedAt, events, breaks)
 
+	ucall, last := checkRecallAndUnfold(t, env, ls, reqs)
+
+	// A second run with -c repeats the folded bytes: every block folded in
+	// the last request of the first run is byte-identical in the first
+	// request of the resumed run, and the unfolded block stays raw.
+	res2 := env.Print(PrintOptions{Prompt: "One more thing.", Continue: true})
+	res2.Require(t)
+	reqs2 := ToolRequests(res2.Requests)
+	if len(reqs2) == 0 {
+		t.Fatal("the resumed run sent nothing")
+	}
+	first := reqs2[0]
+	if len(first.Messages) <= len(last.Messages) {
+		t.Fatal("the resumed request lost history")
+	}
+	before := foldedCalls(&last.Request)
+	if len(before) == 0 {
+		t.Fatal("nothing folded at the end of the first run")
+	}
+	for i, m := range last.Messages {
+		if _, ok := before[m.ToolCallID]; ok && string(first.Messages[i].Raw) != string(m.Raw) {
+			t.Fatalf("folded message %d changed across the restart:\nbefore %.200s\nafter  %.200s", i, m.Raw, first.Messages[i].Raw)
+		}
+	}
+	if got, _ := first.ToolResult(ucall); strings.Contains(got, "FOLDED}") {
+		t.Fatal("the unfolded block was folded again after the restart")
+	}
+}
+
+// checkRecallAndUnfold checks a LongSession run's phases 2 and 3:
+// recall_folded returned the exact original bytes of the block it named,
+// and unfold restored its block raw in the next request. It returns the
+// unfolded block's call id and the run's last request.
+func checkRecallAndUnfold(t *testing.T, env *Env, ls *LongSession, reqs []fakellm.Recorded) (string, fakellm.Recorded) {
+	t.Helper()
 	// recall_folded returned the exact original bytes of the block it named.
 	if len(ls.Recalled()) == 0 {
 		t.Fatal("the model never recalled")
@@ -149,31 +184,7 @@ func TestFoldingInPrintMode(t *testing.T) {
 		t.Fatalf("unfolded block %s is not raw in the next request: %.120q", uc, got)
 	}
 
-	// A second run with -c repeats the folded bytes: every block folded in
-	// the last request of the first run is byte-identical in the first
-	// request of the resumed run, and the unfolded block stays raw.
-	res2 := env.Print(PrintOptions{Prompt: "One more thing.", Continue: true})
-	res2.Require(t)
-	reqs2 := ToolRequests(res2.Requests)
-	if len(reqs2) == 0 {
-		t.Fatal("the resumed run sent nothing")
-	}
-	first := reqs2[0]
-	if len(first.Messages) <= len(last.Messages) {
-		t.Fatal("the resumed request lost history")
-	}
-	before := foldedCalls(&last.Request)
-	if len(before) == 0 {
-		t.Fatal("nothing folded at the end of the first run")
-	}
-	for i, m := range last.Messages {
-		if _, ok := before[m.ToolCallID]; ok && string(first.Messages[i].Raw) != string(m.Raw) {
-			t.Fatalf("folded message %d changed across the restart:\nbefore %.200s\nafter  %.200s", i, m.Raw, first.Messages[i].Raw)
-		}
-	}
-	if got, _ := first.ToolResult(ucall); strings.Contains(got, "FOLDED}") {
-		t.Fatal("the unfolded block was folded again after the restart")
-	}
+	return ucall, last
 }
 
 // TestNothingFoldedMeansByteIdentical: loaded with nothing to fold, and with

@@ -11,6 +11,7 @@ import (
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/telemetry"
+	"github.com/contextfold/contextfold/internal/version"
 )
 
 // Notices are messages for the user, each shown once.
@@ -121,6 +122,8 @@ type Status struct {
 	ThinkingFolded          int `json:"thinkingFolded"`
 	ThinkingExpectedDropped int `json:"thinkingExpectedDropped"`
 	ThinkingDroppedNow      int `json:"thinkingDroppedNow"`
+	// Engine is the running binary: version, build, platform and path.
+	Engine string `json:"engine"`
 }
 
 // flags are the yellow flags of the status.
@@ -239,7 +242,8 @@ func (s *Service) statusView() *Status {
 	for _, f := range st.Flags {
 		st.Lines = append(st.Lines, "⚑ "+f)
 	}
-	st.Lines = append(st.Lines, "tune with /context-fold config")
+	st.Engine = engineLine()
+	st.Lines = append(st.Lines, st.Engine, "tune with /context-fold config")
 	st.Level = "info"
 	if len(st.Flags) > 0 {
 		st.Level = "warning"
@@ -323,4 +327,14 @@ func (s *Service) writeDump(ss *session) {
 	}
 	f.Write(b)
 	f.Close()
+}
+
+// engineLine names the running engine, so a user can tell which binary the
+// adapter found (a stale one on PATH, a platform package).
+func engineLine() string {
+	path, err := os.Executable()
+	if err != nil {
+		path = "(path unknown: " + err.Error() + ")"
+	}
+	return "engine: " + version.String() + " at " + path
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/version"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -111,5 +115,30 @@ func TestCLIErrors(t *testing.T) {
 	}
 	if code := run([]string{"bench", "-windows", "abc"}, &out, &errb); code != 2 {
 		t.Fatalf("bad window: %d", code)
+	}
+}
+
+// TestVersion: `version`, `--version` and `version -json` report the one
+// version; the install check and the adapter read the JSON form.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || out.String() != version.String()+"\n" {
+			t.Fatalf("%v: %d %q %q", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"version", "-json"}, &out, &errb); code != 0 {
+		t.Fatalf("version -json: %d %q", code, errb.String())
+	}
+	var v struct {
+		Version, Build, Platform string
+		Protocol                 int
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version != version.Number || v.Build != version.Build() || v.Platform != version.Platform() || v.Protocol != protocol.Version {
+		t.Fatalf("version -json = %s (%v)", out.String(), err)
+	}
+	if code := run([]string{"version", "extra"}, &out, &errb); code != 2 {
+		t.Fatalf("version extra: %d", code)
 	}
 }

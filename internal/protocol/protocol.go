@@ -14,7 +14,8 @@
 // and a frame with a method is a request, so ids never clash.
 //
 // The engine speaks first with a "hello" notification carrying the protocol
-// version; an adapter that does not speak that version must stop the child.
+// version, its release version, build id and platform; an adapter whose
+// protocol or release version differs must stop the child and say so.
 package protocol
 
 import (

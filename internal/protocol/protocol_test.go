@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,5 +137,20 @@ func TestIdleRunsBetweenRequests(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := h.calls.Load(); n < 5 {
 		t.Fatalf("Idle called %d times, want it to drain its 5 units", n)
+	}
+}
+
+// TestAdapterSpeaksThisVersion: the adapter's PROTOCOL_VERSION is this one.
+func TestAdapterSpeaksThisVersion(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "extension", "locate.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`export const PROTOCOL_VERSION = (\d+);`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("extension/locate.js declares no PROTOCOL_VERSION")
+	}
+	if got := string(m[1]); got != strconv.Itoa(Version) {
+		t.Fatalf("adapter speaks protocol %s, engine %d: bump both together", got, Version)
 	}
 }

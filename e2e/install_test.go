@@ -428,3 +428,89 @@ process.stdin.resume(); process.stdin.on("end", () => process.exit(0));
 	}
 	return bin
 }
+
+// npmMajor is the major version of the npm on PATH, the one Pi runs.
+func npmMajor(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command("npm", "--version").Output()
+	if err != nil {
+		t.Fatalf("npm --version: %v", err)
+	}
+	var major int
+	fmt.Sscanf(string(out), "%d.", &major)
+	return major
+}
+
+// registryEnv is a Pi sandbox whose npm talks only to reg, with a fresh cache.
+func registryEnv(t *testing.T, cfg Config, reg *registry) *Env {
+	t.Helper()
+	cfg.Extension = ""
+	cfg.Env = map[string]string{
+		"npm_config_registry":        reg.URL,
+		"npm_config_cache":           filepath.Join(t.TempDir(), "npm-cache"),
+		"npm_config_update_notifier": "false",
+	}
+	env := NewEnv(t, cfg)
+	noGoPath(t)
+	return env
+}
+
+// TestPiInstallFromRegistry: `pi install npm:pi-context-fold@<version>`, as
+// a user runs it, against a loopback registry serving the packed tarballs:
+// Pi's npm installs the one engine package whose os/cpu match, and the
+// session folds, recalls and unfolds with it. Served without the engine
+// packages, the install fails with the one message (npm ≤ 11 runs the
+// install check), or the session says it at startup (npm 12 skips it).
+func TestPiInstallFromRegistry(t *testing.T) {
+	dist := distDir(t)
+	plat := hostPlatform()
+	spec := "npm:" + mainPackage + "@" + version.Number
+	var all []string
+	for _, p := range []string{"darwin-arm64", "darwin-x64", "linux-arm64", "linux-x64", "win32-x64"} {
+		all = append(all, tarball(t, dist, "contextfold-"+p))
+	}
+	reg := startRegistry(t, append(all, tarball(t, dist, mainPackage))...)
+	ls := &LongSession{Steps: 40}
+	env := registryEnv(t, Config{Script: ls, Compaction: noCompaction}, reg)
+	if out, err := env.command(context.Background(), []string{"install", spec}).CombinedOutput(); err != nil {
+		t.Fatalf("pi install %s: %v\n%s", spec, err, out)
+	}
+	mods := filepath.Join(env.AgentDir, "npm", "node_modules")
+	ents, _ := os.ReadDir(mods)
+	var installed []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "contextfold-") {
+			installed = append(installed, e.Name())
+		}
+	}
+	if len(installed) != 1 || installed[0] != "contextfold-"+plat {
+		t.Fatalf("engine packages installed: %v, want only contextfold-%s", installed, plat)
+	}
+	res := printInstalled(t, env, "Run gen.sh for every step, then report.", false)
+	if msgs := engineMessages(res.Stderr); len(msgs) != 0 {
+		t.Fatalf("context-fold warned: %q", msgs)
+	}
+	checkRecallAndUnfold(t, env, ls, ToolRequests(res.Requests))
+	engine, _ := filepath.EvalSymlinks(filepath.Join(mods, "contextfold-"+plat, "bin", "contextfold"))
+	st := printInstalled(t, env, "/context-fold status", true)
+	if line := grepLine(st.Stdout+st.Stderr, "engine: contextfold "+version.Number); engine == "" || !strings.HasSuffix(line, " at "+engine) {
+		t.Fatalf("status does not name %s:\n%s%s", engine, st.Stdout, st.Stderr)
+	}
+	t.Logf("npm asked the registry for %v", reg.Asked())
+
+	// No engine packages on the registry.
+	bare := startRegistry(t, tarball(t, dist, mainPackage))
+	env = registryEnv(t, Config{Script: unfoldedScript(), Compaction: noCompaction}, bare)
+	out, err := env.command(context.Background(), []string{"install", spec}).CombinedOutput()
+	want := "no contextfold engine for " + plat + "; tried CONTEXTFOLD_BIN (not set); contextfold-" + plat + " (not installed); "
+	if npmMajor(t) <= 11 {
+		if err == nil || !strings.Contains(string(out), mainPackage+": "+want) {
+			t.Fatalf("pi install without an engine: err %v, want a failure carrying %q:\n%s", err, want, out)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("pi install: %v\n%s", err, out)
+	}
+	checkUnfolded(t, env, want)
+}

@@ -90,8 +90,7 @@ export class Session {
 		this.off = reason;
 		if (!said.has(reason)) {
 			said.add(reason);
-			this.warned.delete("off");
-			this.warn("off", `${reason} — no folding this session`);
+			this.warn(`off:${reason}`, `${reason} — no folding this session`);
 		}
 		return new EngineError(reason, "unavailable");
 	}

@@ -161,3 +161,49 @@ func TestMenuOverRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestNoEngineOverRPC: interactively (RPC gives the extension a UI), a
+// missing engine is one warning for the whole process, across a new
+// session; the menu, the status, the handoff and the tools answer that
+// context-fold is off, as info, and open no dialog.
+func TestNoEngineOverRPC(t *testing.T) {
+	cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 8, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction})
+	missing := filepath.Join(t.TempDir(), "contextfold")
+	cfg.Env["CONTEXTFOLD_BIN"] = missing
+	env := NewEnv(t, cfg)
+	dialogs := 0
+	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
+		dialogs++
+		return UICancel()
+	}})
+	rpc.Prompt("Run gen.sh for every step.")
+	for _, cmd := range []string{"/context-fold", "/context-fold status", "/fold-handoff ship it"} {
+		rpc.Prompt(cmd)
+	}
+	rpc.MustCall(map[string]any{"type": "new_session"})
+	rpc.Prompt("/context-fold")
+	rpc.Close()
+
+	want := "CONTEXTFOLD_BIN=" + missing + " (no such file)"
+	var warnings, offs int
+	for _, n := range rpc.Notifications() {
+		switch {
+		case !strings.Contains(n.Message, want):
+			t.Errorf("notification that does not name the cause: %s %q", n.NotifyType, n.Message)
+		case n.NotifyType == "warning" && strings.HasSuffix(n.Message, "— no folding this session"):
+			warnings++
+		case n.NotifyType == "info" && strings.Contains(n.Message, "off this session"):
+			offs++
+		default:
+			t.Errorf("unexpected notification: %s %q", n.NotifyType, n.Message)
+		}
+	}
+	if warnings != 1 || offs != 4 || dialogs != 0 {
+		t.Fatalf("%d warnings (want 1), %d off answers (want 4), %d dialogs (want 0): %+v", warnings, offs, dialogs, rpc.Notifications())
+	}
+	for _, r := range ToolRequests(env.Server.Requests()) {
+		if n := len(foldedCalls(&r.Request)); n > 0 {
+			t.Fatalf("%d blocks folded without an engine", n)
+		}
+	}
+}

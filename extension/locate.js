@@ -33,7 +33,7 @@ export const PLATFORMS = Object.keys(manifest.optionalDependencies ?? {})
 /**
  * @typedef {"CONTEXTFOLD_BIN" | "platform package" | "package bin/" | "PATH"} Source
  * @typedef {{ bin: string, source: Source }} Found
- * @typedef {{ found: Found | null, platform: string, tried: string[] }} Located
+ * @typedef {{ found: Found | null, platform: string, tried: string[], checkout: string | null, badOverride?: boolean }} Located
  * @typedef {{ protocol?: unknown, version?: unknown, build?: unknown, platform?: unknown }} Hello
  */
 
@@ -71,13 +71,15 @@ export function locate(o = {}) {
 	/** @type {string[]} */
 	const tried = [];
 	/** @param {string} bin @param {Source} source @returns {Located} */
-	const hit = (bin, source) => ({ found: { bin, source }, platform: plat, tried });
+	const hit = (bin, source) => ({ found: { bin, source }, platform: plat, tried, checkout: null });
+	// A source checkout (pi install of a clone) can also build its own engine.
+	const checkout = isFile(join(home, "go.mod")) ? home : null;
 
 	const override = env.CONTEXTFOLD_BIN;
 	if (override) {
 		if (isFile(override)) return hit(override, "CONTEXTFOLD_BIN");
 		tried.push(`CONTEXTFOLD_BIN=${override} (no such file)`);
-		return { found: null, platform: plat, tried };
+		return { found: null, platform: plat, tried, checkout: null, badOverride: true };
 	}
 	tried.push("CONTEXTFOLD_BIN (not set)");
 
@@ -105,7 +107,7 @@ export function locate(o = {}) {
 		if (p && isFile(p)) return hit(p, "PATH");
 	}
 	tried.push(`${exe} on PATH (not found)`);
-	return { found: null, platform: plat, tried };
+	return { found: null, platform: plat, tried, checkout };
 }
 
 /**
@@ -113,10 +115,13 @@ export function locate(o = {}) {
  * @param {Located} l
  */
 export function notFoundMessage(l) {
-	const fix = PLATFORMS.includes(l.platform)
+	const fix = l.badOverride
+		? `point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`
+		: PLATFORMS.includes(l.platform)
 		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): pi install npm:${PACKAGE_NAME}@${VERSION}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
 		: `build the engine with Go from the ${VERSION} source (make build) and set CONTEXTFOLD_BIN to it`;
-	return `no contextfold engine for ${l.platform}; tried ${l.tried.join("; ")}. Fix: ${fix}`;
+	const here = l.checkout && PLATFORMS.includes(l.platform) ? `; or, with Go, make build in ${l.checkout}` : "";
+	return `no contextfold engine for ${l.platform}; tried ${l.tried.join("; ")}. Fix: ${fix}${here}`;
 }
 
 /**

@@ -37,6 +37,7 @@ test("CONTEXTFOLD_BIN wins, and a wrong one is reported, not passed over", () =>
 	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: join(dir, "gone"), PATH: join(dir, "p") }, platform: "linux", arch: "x64", resolve: none });
 	assert.equal(l.found, null, `must not fall back to ${onPath}`);
 	assert.deepEqual(l.tried, [`CONTEXTFOLD_BIN=${join(dir, "gone")} (no such file)`]);
+	assert.ok(notFoundMessage(l).endsWith(`(no such file). Fix: point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`), notFoundMessage(l));
 	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: dir, PATH: "" }, platform: "linux", arch: "x64", resolve: none });
 	assert.equal(l.found, null, "a directory is not an engine");
 });
@@ -79,8 +80,15 @@ test("PATH is the last resort; none found names every place tried and the fix", 
 	assert.ok(m.includes(`Fix: install contextfold-linux-arm64@${VERSION} with the package`), m);
 	assert.ok(m.includes(`pi install npm:${PACKAGE_NAME}@${VERSION}`), m);
 
+	assert.ok(!m.includes("make build"), "an installed package is no checkout");
 	l = locate({ packageDir: PKG, env: { PATH: "" }, platform: "linux", arch: "x64", resolve: none });
 	assert.equal(l.tried[1], "contextfold-linux-x64 (not installed)");
+
+	// A clone installed with pi install <dir>: it can build its own.
+	const clone = mkdtempSync(join(tmpdir(), "cf-clone-"));
+	writeFileSync(join(clone, "go.mod"), "module x\n");
+	l = locate({ packageDir: clone, env: { PATH: "" }, platform: "linux", arch: "x64", resolve: none });
+	assert.ok(notFoundMessage(l).endsWith(`; or, with Go, make build in ${clone}`), notFoundMessage(l));
 });
 
 test("a platform without a prebuilt engine says so and points at a Go build", () => {

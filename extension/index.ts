@@ -23,7 +23,11 @@ export default function contextFold(pi: ExtensionAPI): void {
 		process.stderr.write(`${PREFIX} disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD} — no folding this session\n`);
 		return;
 	}
-	const host = { appendEntry: (t: string, d: unknown) => pi.appendEntry(t, d), agentDir: getAgentDir() };
+	const host = {
+		appendEntry: (t: string, d: unknown) => pi.appendEntry(t, d),
+		agentDir: getAgentDir(),
+		compaction: () => pi.getSettings().compaction,
+	};
 	let session: Session | null = null;
 	const current = () => (session ??= new Session(host));
 	const warning = new CacheWarning((method, params) => current().ask(method, params));

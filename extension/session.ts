@@ -10,6 +10,8 @@ import { applyPlacements, type Layer, type Placement, Tracker, turnParams } from
 export interface Host {
 	appendEntry(customType: string, data: unknown): void;
 	agentDir: string;
+	/** Pi's merged "compaction" settings, as the user wrote them (the engine resolves them per model). */
+	compaction(): unknown;
 }
 
 export const CUSTOM_TYPE = "contextfold.fold";
@@ -55,6 +57,8 @@ export class Session {
 	private layers = new Map<number, Layer>();
 	private placements: Placement[] = [];
 	private needFull = true;
+	/** The compaction settings last sent, as JSON; null until sent to this engine. */
+	private sentCompaction: string | null = null;
 	private warned = new Set<string>();
 	private ctx: ExtensionContext | null = null;
 	private shutdown = false;
@@ -184,13 +188,19 @@ export class Session {
 		try {
 			const engine = await this.live(ctx);
 			const usage = ctx.getContextUsage();
+			if (this.needFull) this.sentCompaction = null;
+			const compaction = this.host.compaction() ?? null;
+			const compactionJSON = JSON.stringify(compaction);
 			const params = turnParams(messages, this.needFull ? 0 : keep, {
 				window: usage?.contextWindow ?? ctx.model?.contextWindow ?? 0,
 				reported: usage?.tokens ?? null,
 				model: modelFacts(ctx.model),
 				full: this.needFull || undefined,
+				// Sent when changed: the engine keeps folding ahead of Pi's threshold.
+				compaction: compactionJSON !== this.sentCompaction ? compaction : undefined,
 			});
 			const res = await engine.requestRaw("turn", params, TURN_TIMEOUT());
+			this.sentCompaction = compactionJSON;
 			this.tracker.commit(messages, this.needFull ? 0 : keep);
 			this.needFull = false;
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);

@@ -172,15 +172,16 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	for _, clip := range []int{40, 48, 56, 64, 80} {
 		lim := digest.DefaultLimits
 		lim.MinClip = clip
-		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest min-clip=%d", clip), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim})
+		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest min-clip=%d", clip), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim, Reserve: bench.PiReserve})
 	}
 	clips := len(pols) - 1
 	for _, h := range []float64{0.15, 0.3, 0.5, 0.7} {
 		for _, m := range []float64{0.01, 0.02, 0.05, 0.1} {
 			pols = append(pols, bench.ContextFold{
-				Label:  fmt.Sprintf("headroom=%.2f min-mass=%.2f", h, m),
-				Knobs:  policy.DefaultKnobs,
-				Policy: schedule.Economic{Headroom: h, MinMass: m},
+				Label:   fmt.Sprintf("headroom=%.2f min-mass=%.2f", h, m),
+				Knobs:   policy.DefaultKnobs,
+				Policy:  schedule.Economic{Headroom: h, MinMass: m},
+				Reserve: bench.PiReserve,
 			})
 		}
 	}
@@ -246,7 +247,7 @@ func runLadderSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) 
 			for _, tail := range []int{5_000, 10_000, 20_000} {
 				k := policy.DefaultKnobs
 				k.FoldAt, k.FoldStep, k.Tail = at, step, tail
-				pols = append(pols, bench.ContextFold{Label: label(k), Knobs: k, Policy: ladder.Ladder{}})
+				pols = append(pols, bench.ContextFold{Label: label(k), Knobs: k, Policy: ladder.Ladder{}, Reserve: bench.PiReserve})
 			}
 		}
 	}

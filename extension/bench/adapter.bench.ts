@@ -32,7 +32,7 @@ function ctxFor(dir: string, window: number, tokens: () => number | null): any {
 	};
 }
 
-const host = { appendEntry() {}, agentDir: "" };
+const host = { appendEntry() {}, agentDir: "", compaction: () => undefined };
 /** A model takes at least this long to answer; the engine uses the gap. */
 const MODEL_LATENCY_MS = 300;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -121,7 +121,7 @@ const results: Record<string, unknown> = {};
 {
 	const msgs = session(3000);
 	const entries: any[] = [];
-	const rec = { appendEntry: (customType: string, data: unknown) => entries.push({ type: "custom", customType, data }), agentDir: "" };
+	const rec = { appendEntry: (customType: string, data: unknown) => entries.push({ type: "custom", customType, data }), agentDir: "", compaction: () => undefined };
 	const ctxA = ctxFor(dir, 1_000_000, () => 100_000);
 	ctxA.sessionManager.getEntries = () => entries;
 	const a = new Session(rec);

@@ -35,7 +35,7 @@ const folded = (msgs: any[]) => msgs.filter((m) => m.role === "toolResult" && /^
 
 test("folds apply, survive an engine crash from the cache, and come back after a restart", async () => {
 	const entries: any[] = [];
-	const host = { appendEntry: (customType: string, data: unknown) => entries.push({ type: "custom", customType, data }), agentDir: "" };
+	const host = { appendEntry: (customType: string, data: unknown) => entries.push({ type: "custom", customType, data }), agentDir: "", compaction: () => undefined };
 	const dir = mkdtempSync(join(tmpdir(), "cf-session-"));
 	const ctx = fakeCtx(entries, dir);
 	const s = new Session(host);
@@ -83,7 +83,7 @@ test("a missing engine binary warns once and leaves messages untouched", async (
 	const orig = process.stderr.write.bind(process.stderr);
 	(process.stderr as any).write = (t: string) => (warnings.push(String(t)), true);
 	try {
-		const s = new Session({ appendEntry() {}, agentDir: "" });
+		const s = new Session({ appendEntry() {}, agentDir: "", compaction: () => undefined });
 		const ctx = fakeCtx([], "");
 		await s.start(ctx).catch(() => {});
 		const msgs = session(40);
@@ -130,7 +130,7 @@ for (const [name, hello, shown] of [
 		(process.stderr as any).write = (t: string) => (warnings.push(String(t)), true);
 		try {
 			const entries: any[] = [];
-			const host = { appendEntry: (t: string, d: unknown) => entries.push({ type: "custom", customType: t, data: d }), agentDir: "" };
+			const host = { appendEntry: (t: string, d: unknown) => entries.push({ type: "custom", customType: t, data: d }), agentDir: "", compaction: () => undefined };
 			const ctx = fakeCtx(entries, "");
 			const s = new Session(host);
 			await s.start(ctx).catch(() => {});

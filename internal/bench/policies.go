@@ -94,9 +94,12 @@ func (c *piCompaction) head(t *Trace) []Seg {
 	return segs
 }
 
-// maybe compacts before the request that sends msgs[:n] when size (the
-// request as the policy would send it) passes the threshold. It returns the
-// side call, if any.
+// maybe compacts before the request that sends msgs[:n] when size passes
+// the threshold. Pi checks after each response, with the context tokens that
+// response reported (its prompt plus its output), so callers pass the
+// previous request's total plus its output; and, on overflow (a request over
+// the window, which the provider rejects), Pi compacts and retries, so
+// callers pass the request's own size too. It returns the side call, if any.
 func (c *piCompaction) maybe(t *Trace, n, size, window int) *SideCall {
 	if window <= c.Reserve || size <= window-c.Reserve && size <= window {
 		return nil
@@ -158,16 +161,24 @@ func (RawCompaction) Replay(t *Trace, window int) Replay {
 		}
 		return segs
 	}
+	last := 0 // what the previous response reported: its prompt plus its output
 	for k, n := range t.Requests {
-		segs := build(n)
 		req := Request{Output: t.Output[k]}
-		if side := c.maybe(t, n, sum(segs), window); side != nil {
+		if side := c.maybe(t, n, last, window); side != nil {
 			req.Side = append(req.Side, *side)
 			r.Compactions++
-			segs = build(n)
+		}
+		segs := build(n)
+		if sum(segs) > window {
+			if side := c.maybe(t, n, sum(segs), window); side != nil {
+				req.Side = append(req.Side, *side) // overflow: compact and retry
+				r.Compactions++
+				segs = build(n)
+			}
 		}
 		req.Segs = segs
 		r.Requests = append(r.Requests, req)
+		last = req.Total() + t.Output[k]
 	}
 	c.hidden(t, &r)
 	return r
@@ -298,9 +309,10 @@ func (p ClearToolUses) Replay(t *Trace, window int) Replay {
 
 // ContextFold is the engine Pi runs, with the given knobs (and policy, when
 // set). Where even the folded request would pass window − Reserve, Pi's own
-// compaction runs as it would in Pi. Reserve 0 models a Pi whose
-// compaction.reserveTokens leaves folding the room (compaction only on
-// overflow); PiReserve models Pi's default settings.
+// compaction runs as it would in Pi. The engine is told Reserve, as the Pi
+// adapter tells it Pi's effective compaction.reserveTokens, and keeps its
+// requests under that threshold. PiReserve models Pi's default settings;
+// Reserve 0 a Pi that compacts only on overflow.
 type ContextFold struct {
 	Label   string
 	Knobs   policy.Knobs
@@ -341,7 +353,11 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 			}
 		}
 		req := Request{Output: t.Output[k]}
-		if side := c.maybe(t, n, reported, window); side != nil {
+		compact := func(size int) bool {
+			side := c.maybe(t, n, size, window)
+			if side == nil {
+				return false
+			}
 			req.Side = append(req.Side, *side)
 			r.Compactions++
 			// The context now starts with the summary: resync the engine.
@@ -351,19 +367,31 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 			e.Sync(0, msgs)
 			r.StepTimes = append(r.StepTimes, time.Since(start))
 			held = n
+			reported = 0 // Pi has no usage for the compacted context yet
+			return true
 		}
-		base := 0
-		if c.count > 0 {
-			base = 1
+		step := func() {
+			start := time.Now()
+			res := e.Step(engine.Request{Keep: e.Len(), Append: t.Msgs[held:n], Window: window, Reported: reported, Reserve: p.Reserve}, engine.NopJournal{})
+			r.StepTimes = append(r.StepTimes, time.Since(start))
+			if res.Event != nil {
+				r.Events++
+			}
+			held = n
+			base := 0
+			if c.count > 0 {
+				base = 1
+			}
+			req.Segs = p.segs(t, e, c, base)
 		}
-		start := time.Now()
-		res := e.Step(engine.Request{Keep: e.Len(), Append: t.Msgs[held:n], Window: window, Reported: reported}, engine.NopJournal{})
-		r.StepTimes = append(r.StepTimes, time.Since(start))
-		if res.Event != nil {
-			r.Events++
+		if k > 0 {
+			// Pi's check after the previous response: its prompt plus its output.
+			compact(lastTotal + t.Output[k-1])
 		}
-		held = n
-		req.Segs = p.segs(t, e, c, base)
+		step()
+		if size := req.Total(); size > window && compact(size) {
+			step() // overflow: Pi compacts and retries
+		}
 		r.Requests = append(r.Requests, req)
 		lastTotal, lastSent = req.Total(), n
 	}

@@ -31,9 +31,9 @@ func DefaultPolicies() []Policy {
 		ObservationMasking{M: 10},
 		ClearToolUses{Trigger: 100_000, Keep: 3},
 		ClearToolUses{Trigger: 100_000, Keep: 3, ClearAtLeast: 20_000},
-		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
-		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: policy.DefaultKnobs, Policy: ladder.Ladder{}},
-		ContextFold{Label: "context-fold, Pi reserve 16k", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve},
+		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve},
+		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: policy.DefaultKnobs, Policy: ladder.Ladder{}, Reserve: PiReserve},
+		ContextFold{Label: "context-fold, Pi compacting only on overflow", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
 	}
 }
 

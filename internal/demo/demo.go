@@ -62,7 +62,7 @@ func Run(w io.Writer, opt Options) error {
 	}
 	tr := bench.Prepare("pi-mono__large-session", "pi", ms, bench.DefaultSystemTokens)
 	raw := bench.Raw{}.Replay(tr, opt.Window)
-	cf := bench.ContextFold{Knobs: policy.DefaultKnobs}
+	cf := bench.ContextFold{Knobs: policy.DefaultKnobs, Reserve: bench.PiReserve}
 	fold := cf.Replay(tr, opt.Window)
 	ur := bench.Price(raw.Requests, opt.Window, 0)
 	uf := bench.Price(fold.Requests, opt.Window, 0)

@@ -267,6 +267,10 @@ type Request struct {
 	Window int
 	// Reported is the provider-anchored usage estimate, 0 when unknown.
 	Reported int
+	// Reserve is the room the agent keeps free: it compacts once a request
+	// reaches Window − Reserve (Pi's compaction.reserveTokens). 0 means the
+	// agent does not compact on its own (or its setting is unknown).
+	Reserve int
 	// Cold is set while the session never had a live cache read.
 	Cold bool
 	// Paused skips the policy: frozen folds still apply, nothing new folds
@@ -431,15 +435,33 @@ func (e *Engine) Render() [][]byte {
 	return out
 }
 
-func (e *Engine) frame(window int) (budget, tail int) {
+// frame returns the request budget and the protected tail. The budget is
+// the knobs' (BudgetFraction × window, capped), and, when the agent compacts
+// at window − reserve, also ReplyMargin under that threshold: the agent
+// checks the request plus its reply against it, so folding must get there
+// first or the agent's own lossy compaction runs while foldable mass remains.
+func (e *Engine) frame(window, reserve int) (budget, tail int) {
 	k := e.cfg.Knobs
 	budget = int(float64(window) * k.BudgetFraction)
 	if k.BudgetCap > 0 && k.BudgetCap < budget {
 		budget = k.BudgetCap
 	}
+	if reserve > 0 {
+		// A threshold that leaves almost nothing (a reserve near the window)
+		// cannot be kept ahead of; the knobs' budget stands then.
+		if t := window - reserve - ReplyMargin; t >= window/8 && t < budget {
+			budget = t
+		}
+	}
 	tail = min(k.Tail, budget/2)
 	return budget, tail
 }
+
+// ReplyMargin is how far under the agent's compaction threshold requests
+// are kept, in tokens: Pi compares the request plus the model's reply with
+// it. 2,048 covers 99.8 % of assistant messages in the bench set (p99 is
+// about 1,400 tokens of text and tool-call arguments).
+const ReplyMargin = 2048
 
 // Prepare computes the digests (and seed-index facts) of up to max foldable
 // blocks that do not have them yet, oldest first, and reports whether any
@@ -487,7 +509,7 @@ func (e *Engine) buildView(req Request) policy.View {
 	if window <= 0 {
 		window = e.cfg.DefaultWindow
 	}
-	budget, tail := e.frame(window)
+	budget, tail := e.frame(window, req.Reserve)
 	v := policy.View{
 		Blocks:    e.view,
 		Window:    window,

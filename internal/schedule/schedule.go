@@ -172,7 +172,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 			}
 		}
 		if len(ids) == 0 {
-			st.Note = "over budget: nothing left to fold (your messages and the newest block are the floor)"
+			st.Note = "over budget: nothing left to fold (messages, tool calls and the newest results are the floor)"
 			return policy.Decision{Status: st}
 		}
 		st.LiveTokens = v.LiveTokens - saved

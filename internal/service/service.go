@@ -31,6 +31,7 @@ import (
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/indexfile"
 	"github.com/contextfold/contextfold/internal/ledger"
+	"github.com/contextfold/contextfold/internal/picompaction"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -81,6 +82,7 @@ type session struct {
 	recallCalls    int
 	thinking       *thinkingLog
 	model          wire.Model // the newest request's model
+	compaction     picompaction.Settings
 }
 
 // New returns a service answering on conn.
@@ -289,6 +291,9 @@ type TurnParams struct {
 	Model wire.Model
 	// Full asks for every placement and layer (after an adapter restart).
 	Full bool
+	// Compaction is Pi's "compaction" settings object, sent when it
+	// changed (nil: unchanged; until first sent, Pi's defaults apply).
+	Compaction []byte
 }
 
 // parseTurn reads turn params without re-encoding the messages: each
@@ -326,6 +331,8 @@ func parseTurn(params []byte) (TurnParams, error) {
 			}
 		case "full":
 			p.Full = rawjson.Bool(m.Value)
+		case "compaction":
+			p.Compaction = m.Value
 		}
 		if err != nil {
 			return p, fmt.Errorf("%s: %w", m.Key, err)
@@ -376,8 +383,18 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	if p.Model.Known() {
 		ss.model = p.Model
 	}
+	if p.Compaction != nil {
+		c, err := picompaction.Parse(p.Compaction)
+		if err != nil {
+			// Pi itself refuses such settings; keep the last good ones.
+			s.log.Warn("Pi's compaction settings are invalid; folding keeps to the previous ones", "err", err)
+		} else {
+			ss.compaction = c
+		}
+	}
 	res := ss.eng.Step(engine.Request{
 		Keep: p.Keep, Append: p.Append, Window: p.Window, Reported: p.Reported, Model: p.Model,
+		Reserve:      ss.compaction.Reserve(ss.model),
 		Cold:         ss.tm.Cold(),
 		CacheCold:    ss.tm.CacheCold(s.now().UnixMilli(), ss.conf.IdleFor(ss.tm.Provider())),
 		Paused:       ss.tm.Bridged,

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/indexfile"
+	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
@@ -444,5 +446,58 @@ func TestLadderProfile(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: event trigger %q, want %q", policy, got, want)
 		}
+	}
+}
+
+// TestBudgetKeepsAheadOfPiCompaction: Pi compacts once a request and its
+// reply pass window − reserveTokens, so the budget sits ReplyMargin under
+// that threshold, with Pi's settings resolved per model as Pi does.
+func TestBudgetKeepsAheadOfPiCompaction(t *testing.T) {
+	msgs := messages(12, "") // ~16k tokens: past Pi's 15.6k threshold at 32k, under 0.75 × 32k
+	model := map[string]any{"api": "openai-completions", "provider": "local", "id": "small"}
+	for _, tc := range []struct {
+		name       string
+		compaction any // absent when nil
+		budget     int
+		urgent     bool
+	}{
+		{"Pi's defaults before any settings arrive", nil, 32_000 - 16_384 - engine.ReplyMargin, true},
+		{"explicit defaults", map[string]any{"enabled": true, "reserveTokens": 16_384}, 32_000 - 16_384 - engine.ReplyMargin, true},
+		{"compaction off", map[string]any{"enabled": false}, 24_000, false},
+		{"small reserve", map[string]any{"reserveTokens": 2_000}, 24_000, false},
+		{"model override", map[string]any{"reserveTokens": 2_000, "modelOverrides": map[string]any{"local/small": map[string]any{"reserveTokens": 16_000}}}, 32_000 - 16_000 - engine.ReplyMargin, true},
+		{"invalid settings keep the defaults", map[string]any{"reserveTokens": -1}, 32_000 - 16_384 - engine.ReplyMargin, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := start(t)
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			params := map[string]any{"keep": 0, "append": msgs, "window": 32_000, "model": model}
+			if tc.compaction != nil {
+				params["compaction"] = tc.compaction
+			}
+			var out struct {
+				Event  *EventSummary
+				Status policy.Status
+			}
+			if err := call(t, c, "turn", params, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Status.Budget != tc.budget {
+				t.Errorf("budget %d, want %d", out.Status.Budget, tc.budget)
+			}
+			if urgent := out.Event != nil && out.Event.Trigger == "cap"; urgent != tc.urgent {
+				t.Errorf("urgent event %v (%+v), want %v", urgent, out.Event, tc.urgent)
+			}
+			// Settings persist until changed: a later turn without them keeps them.
+			params = map[string]any{"keep": len(msgs), "append": []int{}, "window": 32_000, "model": model}
+			if err := call(t, c, "turn", params, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Status.Budget != tc.budget {
+				t.Errorf("next turn: budget %d, want %d", out.Status.Budget, tc.budget)
+			}
+		})
 	}
 }

@@ -158,21 +158,21 @@ func writeReport(rep *bench.Report, dir string) error {
 	return nil
 }
 
-// runSweep replays the shipped policy over the digest's shortest clip
-// (printing how many error lines of folded blocks stay visible, and whole)
+// runSweep replays the shipped policy over the digest's room for error
+// lines (printing how many error lines of folded blocks stay visible whole)
 // and over the cost-aware schedule's two parameters, urgent headroom and
 // minimum event size (printing every setting's cost at every window, best
 // first by the mean over the windows: one setting for all windows, no
 // per-window tuning).
 func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	pols := []bench.Policy{bench.Raw{}}
-	// The digest's shortest clip, at the default schedule: a shorter clip
-	// keeps more distinct error lines visible, a longer one more of them
-	// whole.
-	for _, clip := range []int{40, 48, 56, 64, 80} {
+	// The digest's room for error lines, at the default schedule: more
+	// room keeps more distinct error lines whole and costs every request
+	// that carries the digest.
+	for _, room := range []int{800, 1600, 2400, 3200, 4800} {
 		lim := digest.DefaultLimits
-		lim.MinClip = clip
-		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest min-clip=%d", clip), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim, Reserve: bench.PiReserve})
+		lim.MaxChars = room
+		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest room=%d", room), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim, Reserve: bench.PiReserve})
 	}
 	clips := len(pols) - 1
 	for _, h := range []float64{0.15, 0.3, 0.5, 0.7} {
@@ -205,15 +205,15 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 				whole = float64(r.FoldErrWhole) / float64(r.FoldErrTotal)
 			}
 			if i < clips {
-				fmt.Fprintf(&rows[i].line, "  %dk visible %.1f%% whole %.1f%%", win.Window/1000, 100*vis, 100*whole)
+				fmt.Fprintf(&rows[i].line, "  %dk whole %.1f%% (shown or counted %.1f%%) %.3f/%.3f", win.Window/1000, 100*whole, 100*vis, r.Relative["anthropic"], r.Relative["openai"])
 				continue
 			}
-			fmt.Fprintf(&rows[i].line, "  %dk %.3f/%.3f err %.0f%%", win.Window/1000, r.Relative["anthropic"], r.Relative["openai"], 100*vis)
+			fmt.Fprintf(&rows[i].line, "  %dk %.3f/%.3f err whole %.0f%%", win.Window/1000, r.Relative["anthropic"], r.Relative["openai"], 100*whole)
 			rows[i].mean += r.Relative["anthropic"] / float64(len(rep.Windows))
 			rows[i].infeasible = rows[i].infeasible || !r.Feasible
 		}
 	}
-	fmt.Fprintf(stdout, "%d sessions; error lines of folded blocks visible (and whole) per digest clip; default min-clip=%d\n", rep.Traces, digest.DefaultLimits.MinClip)
+	fmt.Fprintf(stdout, "%d sessions; distinct error lines of folded blocks visible whole, and cost relative to raw, per digest room; default room=%d\n", rep.Traces, digest.DefaultLimits.MaxChars)
 	for _, r := range rows[:clips] {
 		fmt.Fprintf(stdout, "%-30s%s\n", r.name, r.line.String())
 	}

@@ -81,7 +81,7 @@ func TestBenchSweepAndHalves(t *testing.T) {
 	if code := run([]string{"bench", "-quiet", "-sweep", "-half", "tune", "-window", "32000", "../../testdata/trajectories"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"4 sessions", "digest min-clip=64 ", "headroom=0.50 min-mass=0.02 ", "default headroom=0.50 min-mass=0.02"} {
+	for _, want := range []string{"4 sessions", "digest room=3200 ", "default room=3200", "headroom=0.50 min-mass=0.02 ", "default headroom=0.50 min-mass=0.02"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("sweep output lacks %q:\n%s", want, out.String())
 		}

@@ -26,7 +26,13 @@ import (
 //   - context_edit entries (folds written by an extension) are skipped, so
 //     the transcript is the unedited one;
 //   - assistant messages with neither text nor tool calls (aborted or failed
-//     requests) are dropped, as in the bench set.
+//     requests) are dropped, as in the bench set;
+//   - a system message (current format) gives its content; its sections,
+//     which Pi assembles into the prompt by rules of its own, are not
+//     reassembled, so one with empty content is dropped;
+//   - a user's own bash run (bashExecution) becomes the user message Pi
+//     sends for it, and custom, branchSummary and compactionSummary messages
+//     become user messages, as Pi sends them.
 func fromPi(ls []line) ([]Message, error) {
 	type entry struct {
 		Type     string          `json:"type"`

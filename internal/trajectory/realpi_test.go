@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,9 +61,11 @@ func canon(t *testing.T, m Message) string {
 	if m.ToolCalls == nil {
 		m.ToolCalls = []Call{}
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -1,7 +1,15 @@
-// Package trajectory reads agent trajectories in the benchmark format (one
-// JSON message per line with role, text, toolCalls, toolCallId, toolName and
-// isError) and converts them to Pi 1.6 AgentMessage JSON, so real third-party
-// sessions can be replayed through the same engine code Pi runs.
+// Package trajectory reads agent trajectories and converts them to Pi 1.6
+// AgentMessage JSON, so real third-party sessions can be replayed through the
+// same engine code Pi runs.
+//
+// The common form is the benchmark format: one JSON message per line with
+// role, text, toolCalls, toolCallId, toolName and isError (Message). Load
+// also reads the session files agents write themselves, telling them apart
+// by content (Detect): Pi session files (pisession.go), Claude Code session
+// transcripts (claudecode.go) and Codex CLI rollout files (codex.go). Each
+// reader converts to the benchmark format the way the bench set was made:
+// reasoning joined before visible text in an assistant's text, multi-part
+// tool results joined with "\n", images replaced by a one-line placeholder.
 package trajectory
 
 import (
@@ -65,14 +73,14 @@ func Read(r io.Reader) ([]Message, error) {
 	return out, nil
 }
 
-// Load reads a trajectory file.
+// Load reads a trajectory file in any format Parse accepts. Errors name the
+// file, and the line where there is one.
 func Load(path string) ([]Message, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	ms, err := Read(f)
+	ms, _, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -200,7 +208,10 @@ func arguments(raw json.RawMessage) []byte {
 }
 
 // Find lists the trajectory files under root: root itself when it is a file,
-// else every *.jsonl below it, sorted, skipping pi-sessions (raw Pi files).
+// else every *.jsonl below it (any format Load reads), sorted. A directory
+// named pi-sessions is skipped: in the bench set it holds the raw Pi files
+// that trajectories/pi already has converted, and reading both would count
+// those sessions twice. Name the directory itself to read it.
 func Find(root string) ([]string, error) {
 	st, err := os.Stat(root)
 	if err != nil {
@@ -214,7 +225,7 @@ func Find(root string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == "pi-sessions" {
+		if d.IsDir() && p != root && d.Name() == "pi-sessions" {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(p, ".jsonl") {

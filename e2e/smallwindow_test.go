@@ -30,8 +30,10 @@ const summarySystemPrompt = "You are a context summarization assistant"
 // alone compacts that session 4 times (fewer, longer requests than 4 KB
 // steps would need, which keeps the row fast under -race). Pi also checks
 // before each request, on its last usage plus the new raw results (chars/4),
-// before the context hook folds them: ReplyMargin covers that only while a
-// turn's new results plus the reply stay under 2,048 tokens, as here.
+// before the context hook folds them: with 10 KB results (about 2,350
+// tokens, more than ReplyMargin) that estimate crosses the threshold while
+// every request sent stayed under it, and the engine cancels that
+// compaction because folding makes the room (the third row).
 func TestSmallWindowDefaultCompaction(t *testing.T) {
 	t.Parallel()
 	rows := []struct {
@@ -45,6 +47,7 @@ func TestSmallWindowDefaultCompaction(t *testing.T) {
 	}{
 		{"32k", 32_000, nil, 60, 40},
 		{"64k", 64_000, &Compaction{Enabled: true, ReserveTokens: picompaction.DefaultReserve, KeepRecentTokens: picompaction.DefaultKeepRecent}, 95, 60},
+		{"32k, 10 KB results", 32_000, nil, 45, 100},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {

@@ -119,7 +119,8 @@ export default function contextFold(pi: ExtensionAPI): void {
 
 	// Deterministic hard compaction (CONTEXTFOLD_COMPACT=det, the default):
 	// a verbatim index instead of an LLM summary, no model request. Any
-	// failure returns nothing, and Pi's own compaction runs.
+	// failure returns nothing, and Pi's own compaction runs. A threshold
+	// compaction that folding can make unnecessary is cancelled instead.
 	pi.on("session_before_compact", async (event, ctx) => {
 		try {
 			if (await off(ctx)) return undefined; // said once already; Pi compacts as without us
@@ -129,8 +130,12 @@ export default function contextFold(pi: ExtensionAPI): void {
 				firstKeptEntryId: p.firstKeptEntryId,
 				previousSummary: p.previousSummary,
 				leaf: ctx.sessionManager.getLeafId() ?? "",
+				reason: event.reason,
+				tokensBefore: p.tokensBefore,
 				...noSessionEntries(ctx),
 			});
+			// The engine's call: folding makes the room, so Pi need not compact.
+			if (res.cancel) return { cancel: true };
 			if (res.native) return undefined; // CONTEXTFOLD_COMPACT=native: Pi's own
 			if (res.skipped?.length)
 				process.stderr.write(`${PREFIX} compaction: ${res.skipped.length} block(s) not recallable (record failed): ${res.skipped.join(", ")}\n`);

@@ -480,6 +480,28 @@ func (e *Engine) Prepare(max int) bool {
 	return e.prepared < len(blocks)
 }
 
+// Foldable returns how many tokens the next request could shed by folding
+// every tool result that can still fold: durable, foldable, not folded yet,
+// not released by unfold or rejected, and not the newest block. Urgent
+// events reach that far (into the protected tail, oldest first), so an
+// agent about to compact for lack of room can ask whether folding makes the
+// room instead. Thinking is left out: which of it may fold depends on the
+// model and the turn, and the answer must not promise more than folds.
+func (e *Engine) Foldable() int {
+	blocks := e.tr.Blocks()
+	saved := 0
+	for k := 0; k < len(blocks)-1; k++ {
+		b := &blocks[k]
+		if b.Kind != block.ToolResult || !b.Foldable() || !block.Durable(b.ID) || e.meta[k].frozen != nil || e.unfolded[b.ID] || e.rejected[b.ID] {
+			continue
+		}
+		if d := b.Tokens - e.ensureMeta(k).tokens; d > 0 {
+			saved += d
+		}
+	}
+	return saved
+}
+
 // ensureMeta computes a block's digest on first need.
 func (e *Engine) ensureMeta(k int) *meta {
 	m := &e.meta[k]

@@ -501,3 +501,46 @@ func TestBudgetKeepsAheadOfPiCompaction(t *testing.T) {
 		})
 	}
 }
+
+// TestThresholdCompactionGivesWayToFolding: Pi's estimate before a request
+// (the last usage plus the new raw results) can cross its threshold while
+// folding can still make the room; that compaction is cancelled, and the
+// next request folds. Overflow and manual compactions always run.
+func TestThresholdCompactionGivesWayToFolding(t *testing.T) {
+	msgs := messages(8, "") // ~10.7k tokens of results, all still raw
+	for _, tc := range []struct {
+		name         string
+		reason       string
+		tokensBefore int
+		cancel       bool
+	}{
+		{"threshold, folding makes the room", "threshold", 16_000, true},
+		{"threshold, not even folding makes the room", "threshold", 30_000, false},
+		{"overflow always compacts", "overflow", 16_000, false},
+		{"manual always compacts", "manual", 16_000, false},
+		{"no reason (an older adapter)", "", 16_000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := start(t)
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if out := turn(t, c, 0, msgs, 32_000); out.Event != nil {
+				t.Fatalf("folded under the budget: %+v", out.Event)
+			}
+			var res CompactResult
+			if err := call(t, c, "compact", CompactParams{Messages: msgs[:5], Reason: tc.reason, TokensBefore: tc.tokensBefore}, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Cancel != tc.cancel {
+				t.Fatalf("cancel %v (%s), want %v", res.Cancel, res.Why, tc.cancel)
+			}
+			if tc.cancel && (res.Summary != "" || res.Recorded != 0) {
+				t.Fatalf("a cancelled compaction recorded %d blocks", res.Recorded)
+			}
+			if !tc.cancel && res.Summary == "" {
+				t.Fatal("no summary")
+			}
+		})
+	}
+}

@@ -385,8 +385,19 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 			req.Segs = p.segs(t, e, c, base)
 		}
 		if k > 0 {
-			// Pi's check after the previous response: its prompt plus its output.
-			compact(lastTotal + t.Output[k-1])
+			// Pi's check after the previous response: its prompt plus its
+			// output; then, before this request, that plus the new raw
+			// messages (chars/4), which the adapter cancels when folding
+			// makes the room (engine.FoldInstead).
+			if !compact(lastTotal + t.Output[k-1]) {
+				est := lastTotal
+				for i := lastSent; i < n; i++ {
+					est += t.Tokens[i]
+				}
+				if est > window-c.Reserve && !engine.FoldInstead("threshold", est, e.Foldable(), window, p.Reserve) {
+					compact(est)
+				}
+			}
 		}
 		step()
 		if size := req.Total(); size > window && compact(size) {

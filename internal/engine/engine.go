@@ -457,6 +457,21 @@ func (e *Engine) frame(window, reserve int) (budget, tail int) {
 	return budget, tail
 }
 
+// FoldInstead reports whether a compaction Pi starts because its context
+// estimate crossed window − reserve should give way to folding: the
+// blocks that can still fold would bring the context ReplyMargin under
+// the threshold, and the next request folds them (an urgent event). Pi
+// estimates the last response's usage plus the new tool results before
+// the request is built, so it can cross the threshold that every request
+// sent stayed under. Overflow recovery and a manual /compact are never
+// cancelled.
+func FoldInstead(reason string, tokensBefore, foldable, window, reserve int) bool {
+	if reason != "threshold" || window <= 0 || reserve <= 0 || tokensBefore <= 0 {
+		return false
+	}
+	return tokensBefore-foldable <= window-reserve-ReplyMargin
+}
+
 // ReplyMargin is how far under the agent's compaction threshold requests
 // are kept, in tokens: Pi compares the request plus the model's reply with
 // it. 2,048 covers 99.8 % of assistant messages in the bench set (p99 is

@@ -41,24 +41,9 @@ type CompactResult struct {
 	// Native is set when the configuration leaves compaction to Pi.
 	Native bool `json:"native,omitempty"`
 	// Cancel asks Pi not to compact: folding makes the room (see
-	// FoldInstead); Why says how.
+	// engine.FoldInstead); Why says how.
 	Cancel bool   `json:"cancel,omitempty"`
 	Why    string `json:"why,omitempty"`
-}
-
-// FoldInstead reports whether a compaction Pi starts because its context
-// estimate crossed window − reserve should give way to folding: the
-// blocks that can still fold would bring the context ReplyMargin under
-// the threshold, and the next request folds them (an urgent event). Pi
-// estimates the last response's usage plus the new tool results before
-// the request is built, so it can cross the threshold that every request
-// sent stayed under. Overflow recovery and a manual /compact are never
-// cancelled.
-func FoldInstead(reason string, tokensBefore, foldable, window, reserve int) bool {
-	if reason != "threshold" || window <= 0 || reserve <= 0 || tokensBefore <= 0 {
-		return false
-	}
-	return tokensBefore-foldable <= window-reserve-engine.ReplyMargin
 }
 
 // CompactDetails is stored in Pi's compaction entry.
@@ -75,7 +60,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	if ss == nil {
 		return nil, errNotOpen
 	}
-	if f := ss.eng.Foldable(); FoldInstead(p.Reason, p.TokensBefore, f, ss.window, ss.compaction.Reserve(ss.model)) {
+	if f := ss.eng.Foldable(); engine.FoldInstead(p.Reason, p.TokensBefore, f, ss.window, ss.compaction.Reserve(ss.model)) {
 		s.log.Debug("compaction cancelled: folding makes the room", "tokensBefore", p.TokensBefore, "foldable", f)
 		return &CompactResult{Cancel: true, Why: fmt.Sprintf("folding saves ~%d of ~%d tokens, under Pi's threshold", f, p.TokensBefore)}, nil
 	}

@@ -84,6 +84,38 @@ func BoundedLines(id, toolName, text string, isError bool, blockTokens, maxToken
 	return in.render(in.plan(0))
 }
 
+// boundedMarker is in the header of every bounded view and of no digest.
+const boundedMarker = ", too large to send whole"
+
+// IsBounded reports whether a folded block's text is a bounded view.
+func IsBounded(text string) bool {
+	header, _, _ := strings.Cut(text, "\n")
+	return strings.HasPrefix(header, "{#") && strings.Contains(header, boundedMarker)
+}
+
+// boundedShown returns the lines a bounded view shows of its original,
+// trimmed as ShowLines compares them: the head and tail lines, and the
+// listed error lines without their line-number prefix.
+func boundedShown(view string) []string {
+	lines := strings.Split(view, "\n")[1:]
+	var out []string
+	listing := false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "… ") {
+			// A mark: the first opens the error list, the tail mark closes it.
+			listing = strings.HasSuffix(l, ":") && strings.Contains(l, " not shown") || listing && !strings.HasSuffix(l, ":")
+			continue
+		}
+		if listing {
+			if _, body, ok := strings.Cut(l, ": "); ok {
+				l = body
+			}
+		}
+		out = append(out, tokens.Trim(l))
+	}
+	return out
+}
+
 // boundedInput is one result being bounded.
 type boundedInput struct {
 	code, tag, name string
@@ -260,7 +292,7 @@ func (in *boundedInput) render(p boundedPlan) string {
 		return b.String()
 	}
 	code := in.code
-	b.WriteString(", too large to send whole: showing ")
+	b.WriteString(boundedMarker + ": showing ")
 	var parts []string
 	if p.head > 0 {
 		parts = append(parts, "lines 1-"+strconv.Itoa(p.head))
@@ -445,7 +477,7 @@ func (in *boundedInput) cutByChars(room int) string {
 			s += "error, "
 		}
 		s += "1 line of " + strconv.Itoa(total) + " chars, ~" + strconv.Itoa(in.tokens) +
-			" tok, too large to send whole and without line breaks, so cut by characters: showing chars 1-" +
+			" tok" + boundedMarker + " and without line breaks, so cut by characters: showing chars 1-" +
 			strconv.Itoa(headN) + " and " + strconv.Itoa(tailFrom) + "-" + strconv.Itoa(total)
 		if flagged {
 			s += " (the line is an error line)"

@@ -365,3 +365,28 @@ func FuzzBounded(f *testing.F) {
 		checkBounded(t, "r:f", text, view, int(cap))
 	})
 }
+
+func TestShowLinesReadsBoundedViews(t *testing.T) {
+	text := lines(3000, func(i int) string {
+		switch i {
+		case 2:
+			return "  error: in the head, indented"
+		case 1500:
+			return "ERROR: step 0 failed"
+		case 2999:
+			return "FAIL: in the tail"
+		}
+		return filler(i)
+	})
+	view := Bounded("r:s", "bash", text, false, tokens.Block(text), 600)
+	if !IsBounded(view) || IsBounded(ToolResult("r:s", "bash", text, false, 9, DefaultLimits)) {
+		t.Fatal("IsBounded does not tell a bounded view from a digest")
+	}
+	got := ShowLines(view, []string{"error: in the head, indented", "ERROR: step 0 failed", "FAIL: in the tail", "ERROR: never there"})
+	want := []Shown{Whole, Whole, Whole, Hidden}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ShowLines = %v, want %v\n%s", got, want, view)
+		}
+	}
+}

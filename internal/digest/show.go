@@ -23,6 +23,9 @@ const (
 // the invariant tests share.
 func ShowLines(dig string, lines []string) []Shown {
 	shown := strings.Split(dig, "\n")
+	if IsBounded(dig) {
+		shown = boundedShown(dig)
+	}
 	out := make([]Shown, len(lines))
 	shapes := make([]string, len(lines))
 	for j, line := range lines {

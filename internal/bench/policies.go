@@ -30,6 +30,9 @@ type Replay struct {
 	// Events counts fold events or clearings; Compactions counts Pi's
 	// compactions.
 	Events, Compactions int
+	// Bounded counts tool results context-fold delivered as a bounded view
+	// on first delivery, too large to send whole.
+	Bounded int
 	// StepTimes are the engine's per-request times (context-fold only).
 	StepTimes []time.Duration
 }
@@ -377,6 +380,7 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 			if res.Event != nil {
 				r.Events++
 			}
+			r.Bounded += len(res.Bounded)
 			held = n
 			base := 0
 			if c.count > 0 {

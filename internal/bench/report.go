@@ -46,8 +46,12 @@ func (rep *Report) Markdown(w io.Writer) {
 		}
 		for _, r := range win.Overall {
 			if r.Folded > 0 {
-				fmt.Fprintf(w, "\n%s: %d folded blocks, %s recoverable byte-exact from the session (sha256).\n",
+				fmt.Fprintf(w, "\n%s: %d folded blocks, %s recoverable byte-exact from the session (sha256)",
 					r.Policy, r.Folded, pct(float64(r.Recoverable)/float64(r.Folded)))
+				if r.Bounded > 0 {
+					fmt.Fprintf(w, "; %d tool results too large to send whole went out as a bounded view on first delivery", r.Bounded)
+				}
+				fmt.Fprint(w, ".\n")
 			}
 		}
 		fmt.Fprintf(w, "\nCost relative to raw per family (Anthropic / OpenAI prices):\n\n| family |")

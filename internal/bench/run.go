@@ -45,19 +45,21 @@ type Result struct {
 	Relative   map[string]float64 `json:"relative"` // to raw = 1.00
 	ErrVisible int                `json:"errorLinesVisible"`
 	// Distinct error lines of folded blocks, and how many their digests show.
-	FoldErrTotal   int     `json:"foldedErrorLines,omitempty"`
-	FoldErrVisible int     `json:"foldedErrorLinesVisible,omitempty"`
-	FoldErrWhole   int     `json:"foldedErrorLinesWhole,omitempty"`
-	ErrTotal       int     `json:"errorLinesHidden"`
-	Hidden         int     `json:"blocksHidden"`
-	Folded         int     `json:"folded,omitempty"`
-	Recoverable    int     `json:"recoverable,omitempty"`
-	Events         int     `json:"events"`
-	Compactions    int     `json:"compactions"`
-	Feasible       bool    `json:"feasible"`
-	StepP50        float64 `json:"stepP50Micros,omitempty"`
-	StepP99        float64 `json:"stepP99Micros,omitempty"`
-	steps          []time.Duration
+	FoldErrTotal   int `json:"foldedErrorLines,omitempty"`
+	FoldErrVisible int `json:"foldedErrorLinesVisible,omitempty"`
+	FoldErrWhole   int `json:"foldedErrorLinesWhole,omitempty"`
+	ErrTotal       int `json:"errorLinesHidden"`
+	Hidden         int `json:"blocksHidden"`
+	Folded         int `json:"folded,omitempty"`
+	Recoverable    int `json:"recoverable,omitempty"`
+	Events         int `json:"events"`
+	Compactions    int `json:"compactions"`
+	// Bounded counts results delivered as a bounded view on first delivery.
+	Bounded  int     `json:"bounded,omitempty"`
+	Feasible bool    `json:"feasible"`
+	StepP50  float64 `json:"stepP50Micros,omitempty"`
+	StepP99  float64 `json:"stepP99Micros,omitempty"`
+	steps    []time.Duration
 }
 
 // ErrShare is the share of hidden blocks' distinct error lines still visible.
@@ -191,6 +193,7 @@ func (r *Result) add(u *Usage, rp *Replay) {
 	r.Recoverable += rp.Recoverable
 	r.Events += rp.Events
 	r.Compactions += rp.Compactions
+	r.Bounded += rp.Bounded
 	r.steps = append(r.steps, rp.StepTimes...)
 }
 

@@ -26,6 +26,9 @@ const (
 // the invariant tests share.
 func ShowLines(dig string, lines []string) []Shown {
 	shown := strings.Split(dig, "\n")
+	if IsBounded(dig) {
+		shown = boundedShown(dig)
+	}
 	whole := make(map[string]bool, len(shown))
 	var cut []string             // prefixes of lines shown cut
 	grouped := map[string]bool{} // shapes a mark counts

@@ -18,6 +18,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/contextfold/contextfold/internal/apply"
@@ -301,6 +302,9 @@ type Result struct {
 	// Collisions lists ids dropped from the event for a fold-code collision;
 	// they stay raw for the session.
 	Collisions []string
+	// Bounded lists the first-delivery tool results this request's event
+	// delivered as bounded views, too large to send whole (oversize.go).
+	Bounded []string
 	// Status is the policy's display status.
 	Status policy.Status
 	// Version is the placement version after this request.
@@ -358,13 +362,29 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	blocks := e.tr.Blocks()
 	view := e.buildView(req)
 	var dec policy.Decision
+	var over []oversized // first-delivery results too large to send whole (oversize.go)
 	if !req.Paused {
+		over = e.oversize(&view)
 		dec = e.cfg.Policy.Conduct(&view)
 	}
 	res.Status = dec.Status
-	if len(dec.Fold) > 0 {
+	if len(over) > 0 && res.Status.Note == "" {
+		res.Status.Note = "a tool result too large to send whole went out as a bounded view; recall_folded reads the rest"
+	}
+	if len(dec.Fold) > 0 || len(over) > 0 {
 		e.waiting = false
-		ev, collisions := e.lower(dec, &view, req)
+		ev, collisions := e.lower(dec, over, &view, req)
+		if ev == nil && e.waiting && len(over) > 0 {
+			// The policy's folds wait for a user turn; an oversized result
+			// cannot: alone, its event changes nothing before this cycle.
+			var more []string
+			ev, more = e.lower(policy.Decision{}, over, &view, req)
+			for _, id := range more {
+				if !slices.Contains(collisions, id) {
+					collisions = append(collisions, id)
+				}
+			}
+		}
 		if e.waiting {
 			res.Status.Note = "fold held until the next user message: this model rejects reasoning whose prefix changed"
 		}
@@ -384,6 +404,11 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 			} else {
 				e.freeze(ev)
 				res.Event = ev
+				for _, o := range over {
+					if id := blocks[o.k].ID; e.Frozen(id) {
+						res.Bounded = append(res.Bounded, id)
+					}
+				}
 			}
 		}
 	}
@@ -701,8 +726,10 @@ func protectFrom(bs []policy.ViewBlock, target int) int {
 // lower turns a decision into an event: it re-checks every id (single
 // disposition, durable, foldable, not protected, held, frozen or rejected,
 // digest smaller than the block), authors the digest text, and drops ids
-// whose fold code collides. It returns nil when nothing is left to fold.
-func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event, []string) {
+// whose fold code collides. The oversized first-delivery results join the
+// event with their bounded views, past the held and tail checks. It returns
+// nil when nothing is left to fold.
+func (e *Engine) lower(dec policy.Decision, over []oversized, v *policy.View, req Request) (*Event, []string) {
 	blocks := e.tr.Blocks()
 	index := make(map[string]int, len(dec.Fold))
 	for _, id := range dec.Fold {
@@ -717,6 +744,9 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 	ev := &Event{Seq: seq, Trigger: dec.Trigger}
 	if ev.Trigger == "" {
 		ev.Trigger = policy.Threshold
+		if len(dec.Fold) == 0 && len(over) > 0 {
+			ev.Trigger = policy.Oversize
+		}
 	}
 	var collisions []string
 	taken := map[string]bool{}
@@ -725,6 +755,7 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 	// fold adds block k to the event; invalidated says the block loses its
 	// signed form to this event anyway, so it folds even inside the tail and
 	// even where the digest is not smaller.
+	var add func(id string, k int, text string) bool
 	fold := func(id string, k int, invalidated bool) bool {
 		if k < 0 || taken[id] {
 			return false
@@ -748,6 +779,16 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 		if !invalidated && e.cfg.Cost(text) >= b.Tokens {
 			return false // folding would not make it smaller
 		}
+		return add(id, k, text)
+	}
+	// add records block k folding to text in this event, unless its code
+	// collides.
+	add = func(id string, k int, text string) bool {
+		if taken[id] {
+			return false
+		}
+		b := &blocks[k]
+		m := e.ensureMeta(k)
 		taken[id] = true
 		code := digest.Code(id)
 		if e.reg.Collides(id, code) || (codes[code] != "" && codes[code] != id) {
@@ -769,6 +810,11 @@ func (e *Engine) lower(dec policy.Decision, v *policy.View, req Request) (*Event
 	}
 	for _, id := range dec.Fold {
 		fold(id, index[id], false)
+	}
+	// Oversized first-delivery results bypass the held and tail checks:
+	// they cannot go out whole (oversize.go).
+	for _, o := range over {
+		add(blocks[o.k].ID, o.k, o.text)
 	}
 	if len(ev.Folds) == 0 {
 		return nil, collisions

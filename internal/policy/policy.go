@@ -119,6 +119,9 @@ const (
 	Economic  Trigger = "economic"
 	Free      Trigger = "free" // the cache is cold anyway: folding costs no re-write
 	Compact   Trigger = "compact"
+	// Oversize marks an event that bounds a first-delivery tool result too
+	// large to send whole, with nothing the policy asked to fold.
+	Oversize Trigger = "oversize"
 )
 
 // Decision is a policy's answer for one request.

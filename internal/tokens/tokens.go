@@ -93,6 +93,41 @@ func SafeSlice(s string, n int) string {
 	return s
 }
 
+// SafeSuffix returns the longest suffix of s that is at most n UTF-16 units
+// and starts on a character boundary: a pair that would be cut is dropped
+// whole. It is SafeSlice from the other end, for showing a text's tail.
+func SafeSuffix(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	skip := Units(s) - n
+	if skip <= 0 {
+		return s
+	}
+	// Walk characters from the start until at least skip units are behind:
+	// the suffix then starts on a boundary and holds at most n units.
+	units := 0
+	for i := 0; i < len(s); {
+		if units >= skip {
+			return s[i:]
+		}
+		c := s[i]
+		w, size := 1, 1
+		if c >= utf8.RuneSelf {
+			r, sz := utf8.DecodeRuneInString(s[i:])
+			size = sz
+			if r == utf8.RuneError && sz == 1 && isWTF8Surrogate(s, i) {
+				size = 3
+			} else if r >= 0x10000 {
+				w = 2
+			}
+		}
+		units += w
+		i += size
+	}
+	return ""
+}
+
 // IsSpace reports whether r is whitespace for JavaScript's \s and trim().
 func IsSpace(r rune) bool {
 	switch r {

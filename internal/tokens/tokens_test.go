@@ -87,5 +87,36 @@ func FuzzClip(f *testing.F) {
 		if utf8.ValidString(s) && !utf8.ValidString(p) {
 			t.Fatalf("SafeSlice split a character: %q", p)
 		}
+		q := SafeSuffix(s, n)
+		if !strings.HasSuffix(s, q) || Units(q) > max(0, n) {
+			t.Fatalf("SafeSuffix(%q,%d) = %q", s, n, q)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(q) {
+			t.Fatalf("SafeSuffix split a character: %q", q)
+		}
+		if n >= 0 && Units(s) > n && Units(q) < n-1 {
+			t.Fatalf("SafeSuffix(%q,%d) = %q is shorter than it needs to be", s, n, q)
+		}
 	})
+}
+
+func TestSafeSuffix(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abcdef", 3, "def"},
+		{"abc", 5, "abc"},
+		{"abc", 0, ""},
+		{"ab😀cd", 3, "cd"}, // the pair would be cut: dropped whole
+		{"ab😀cd", 4, "😀cd"},
+		{"a\xed\xa0\x80b", 2, "\xed\xa0\x80b"}, // a WTF-8 lone surrogate is one unit
+		{"x\xffy", 2, "\xffy"},
+	}
+	for _, tt := range tests {
+		if got := SafeSuffix(tt.in, tt.n); got != tt.want {
+			t.Errorf("SafeSuffix(%q,%d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
 }

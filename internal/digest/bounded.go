@@ -496,4 +496,3 @@ func (in *boundedInput) cutByChars(room int) string {
 	tailFrom := total - tokens.Units(tail) + 1
 	return header(headN, tailFrom) + "\n" + head + "\n" + mark(headN, tailFrom) + "\n" + tail
 }
-

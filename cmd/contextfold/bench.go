@@ -35,6 +35,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.Float64("price-output", bench.Anthropic.Output, "output price (both models)")
 	ttl := fs.Duration("ttl", 5*time.Minute, "cache TTL, applied when a trajectory has timestamps")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	trace := fs.String("trace", "", "write every request each policy sends, per trajectory, to `dir`/<policy>-<window>/<family>/<name>.jsonl.gz")
+	tracePolicies := fs.String("trace-policies", "", "with -trace, only these policies (comma-separated names as the report prints them; default is the shipped one)")
+	samples := fs.Int("samples", 0, "print up to `n` hidden references per policy and window, for review")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: contextfold bench [flags] [trajectory dir or files]...")
 		fs.PrintDefaults()
@@ -72,7 +75,18 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	anth := bench.Prices{Name: "anthropic", Input: 1, CacheWrite: *write, CacheRead: *read, Output: *output}
 	oai := bench.Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: *read, Output: *output}
-	opt := bench.Options{Windows: ws, SystemTokens: *system, TTLms: ttl.Milliseconds(), Prices: []bench.Prices{anth, oai}}
+	opt := bench.Options{Windows: ws, SystemTokens: *system, TTLms: ttl.Milliseconds(), Prices: []bench.Prices{anth, oai}, Trace: *trace, Samples: *samples}
+	if *tracePolicies != "" {
+		if *trace == "" {
+			fmt.Fprintln(stderr, "contextfold bench: -trace-policies needs -trace")
+			return 2
+		}
+		opt.TracePolicies = strings.Split(*tracePolicies, ",")
+		if err := checkPolicyNames(opt.TracePolicies); err != nil {
+			fmt.Fprintln(stderr, "contextfold bench:", err)
+			return 2
+		}
+	}
 	if !*quiet {
 		opt.Progress = stderr
 	}
@@ -82,7 +96,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if *sweepLadder {
 		return runLadderSweep(traces, opt, stdout)
 	}
-	rep := bench.Run(traces, opt)
+	rep, err := bench.Run(traces, opt)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold bench:", err)
+		return 1
+	}
+	if *samples > 0 {
+		rep.PrintSamples(stdout, *samples)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -186,7 +207,11 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 		}
 	}
 	opt.Policies = pols
-	rep := bench.Run(traces, opt)
+	rep, err := bench.Run(traces, opt)
+	if err != nil {
+		fmt.Fprintln(stdout, "contextfold bench:", err)
+		return 1
+	}
 	type row struct {
 		name       string
 		mean       float64
@@ -252,7 +277,11 @@ func runLadderSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) 
 		}
 	}
 	opt.Policies = pols
-	rep := bench.Run(traces, opt)
+	rep, err := bench.Run(traces, opt)
+	if err != nil {
+		fmt.Fprintln(stdout, "contextfold bench:", err)
+		return 1
+	}
 	def := label(policy.DefaultKnobs)
 	for _, win := range rep.Windows {
 		rs := append([]*bench.Result(nil), win.Overall[1:]...)
@@ -276,4 +305,21 @@ func runLadderSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) 
 		fmt.Fprintf(stdout, "best: %s\n\n", rs[0].Policy)
 	}
 	return 0
+}
+
+// checkPolicyNames refuses a -trace-policies name the report does not
+// print, so that a typo does not trace nothing.
+func checkPolicyNames(names []string) error {
+	known := map[string]bool{"default": true}
+	var list []string
+	for _, p := range bench.DefaultPolicies() {
+		known[p.Name()] = true
+		list = append(list, p.Name())
+	}
+	for _, n := range names {
+		if !known[n] {
+			return fmt.Errorf("-trace-policies: no policy %q (have default, %s)", n, strings.Join(list, ", "))
+		}
+	}
+	return nil
 }

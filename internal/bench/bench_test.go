@@ -70,7 +70,7 @@ func strPtr(s string) *string { return &s }
 
 func TestRawIsAppendOnly(t *testing.T) {
 	tr := synthetic(5, 10)
-	r := Raw{}.Replay(tr, 0)
+	r := Raw{}.Replay(tr, 0, nil)
 	if len(r.Requests) != 6 { // before each of the 5 calls and the final answer
 		t.Fatalf("%d requests", len(r.Requests))
 	}
@@ -93,7 +93,7 @@ func TestRawIsAppendOnly(t *testing.T) {
 
 func TestObservationMasking(t *testing.T) {
 	tr := synthetic(14, 10)
-	r := ObservationMasking{M: 10}.Replay(tr, 0)
+	r := ObservationMasking{M: 10}.Replay(tr, 0, nil)
 	last := r.Requests[len(r.Requests)-1]
 	masked := 0
 	for _, s := range last.Segs[1:] {
@@ -113,8 +113,8 @@ func TestObservationMasking(t *testing.T) {
 
 func TestClearToolUses(t *testing.T) {
 	tr := synthetic(12, 40)
-	plain := ClearToolUses{Trigger: 2_000, Keep: 3}.Replay(tr, 0)
-	batched := ClearToolUses{Trigger: 2_000, Keep: 3, ClearAtLeast: 2_000}.Replay(tr, 0)
+	plain := ClearToolUses{Trigger: 2_000, Keep: 3}.Replay(tr, 0, nil)
+	batched := ClearToolUses{Trigger: 2_000, Keep: 3, ClearAtLeast: 2_000}.Replay(tr, 0, nil)
 	up, ub := Price(plain.Requests, 0, 0), Price(batched.Requests, 0, 0)
 	if plain.Events <= batched.Events || up.Breaks <= ub.Breaks {
 		t.Fatalf("clear_at_least should batch: plain %d events/%d breaks, batched %d/%d", plain.Events, up.Breaks, batched.Events, ub.Breaks)
@@ -134,7 +134,7 @@ func TestClearToolUses(t *testing.T) {
 func TestPiCompactionFiresAtWindowMinusReserve(t *testing.T) {
 	tr := synthetic(40, 60)
 	window := 16_384 + 12_000
-	r := RawCompaction{}.Replay(tr, window)
+	r := RawCompaction{}.Replay(tr, window, nil)
 	if r.Compactions == 0 {
 		t.Fatal("no compaction")
 	}
@@ -152,7 +152,7 @@ func TestPiCompactionFiresAtWindowMinusReserve(t *testing.T) {
 
 func TestContextFoldKeepsErrorsAndRecoverability(t *testing.T) {
 	tr := synthetic(40, 60)
-	r := ContextFold{Knobs: DefaultPolicies()[5].(ContextFold).Knobs}.Replay(tr, 20_000)
+	r := ContextFold{Knobs: DefaultPolicies()[5].(ContextFold).Knobs}.Replay(tr, 20_000, nil)
 	if r.Events == 0 || r.Folded == 0 || r.Recoverable != r.Folded {
 		t.Fatalf("events %d folded %d recoverable %d", r.Events, r.Folded, r.Recoverable)
 	}
@@ -166,7 +166,10 @@ func TestContextFoldKeepsErrorsAndRecoverability(t *testing.T) {
 
 // TestSampleReportGolden pins the whole report on the bundled sample.
 func TestSampleReportGolden(t *testing.T) {
-	rep := Run(loadDir(t, "../../testdata/trajectories"), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+	rep, err := Run(loadDir(t, "../../testdata/trajectories"), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
 	rep.Markdown(&b)
 	var svg bytes.Buffer
@@ -209,7 +212,10 @@ func TestShippedDefaultIsCheapest(t *testing.T) {
 		sets["bench"] = filepath.Join(root, "trajectories")
 	}
 	for name, dir := range sets {
-		rep := Run(loadDir(t, dir), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+		rep, err := Run(loadDir(t, dir), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
+	if err != nil {
+		t.Fatal(err)
+	}
 		for _, win := range rep.Windows {
 			shipped := win.Overall[5]
 			if shipped.Policy != "context-fold" {

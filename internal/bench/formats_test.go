@@ -52,7 +52,10 @@ func TestLoadAllReadsEveryFormat(t *testing.T) {
 	}
 	// The whole replay runs on them.
 	opts := Options{Windows: []int{8_000}, SystemTokens: DefaultSystemTokens, Prices: []Prices{Anthropic}, Policies: DefaultPolicies()}
-	rep := Run(traces, opts)
+	rep, err := Run(traces, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rep.Windows) != 1 || len(rep.Windows[0].Families) != 4 {
 		t.Fatalf("report: %d windows, families %v", len(rep.Windows), rep.Windows[0].Families)
 	}

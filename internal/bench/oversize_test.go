@@ -45,20 +45,20 @@ func TestOversizedResultReplaysAt200k(t *testing.T) {
 		t.Fatalf("the huge result is %d tokens", biggest)
 	}
 	const window = 200_000
-	raw := Price(Raw{}.Replay(tr, window).Requests, window, 0)
+	raw := Price(Raw{}.Replay(tr, window, nil).Requests, window, 0)
 	if raw.OverWindow == 0 {
 		t.Fatal("raw should not fit a 200k window")
 	}
 	// Pi's compaction cannot help either: it keeps the newest turn, and the
 	// result is in it.
-	if rc := Price(RawCompaction{}.Replay(tr, window).Requests, window, 0); rc.OverWindow == 0 {
+	if rc := Price(RawCompaction{}.Replay(tr, window, nil).Requests, window, 0); rc.OverWindow == 0 {
 		t.Fatal("raw+pi-compaction should not fit a 200k window")
 	}
 	for _, p := range []ContextFold{
 		DefaultPolicies()[5].(ContextFold),
 		DefaultPolicies()[7].(ContextFold),
 	} {
-		r := p.Replay(tr, window)
+		r := p.Replay(tr, window, nil)
 		u := Price(r.Requests, window, 0)
 		if u.OverWindow != 0 || r.Bounded != 1 {
 			t.Fatalf("%s: %d requests over the window, %d bounded", p.Name(), u.OverWindow, r.Bounded)

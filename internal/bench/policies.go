@@ -37,10 +37,20 @@ type Replay struct {
 	StepTimes []time.Duration
 }
 
-// Policy is one context-management strategy under test.
+// Policy is one context-management strategy under test. Replay calls obs,
+// when set, with every request as the model would see it.
 type Policy interface {
 	Name() string
-	Replay(t *Trace, window int) Replay
+	Replay(t *Trace, window int, obs Observer) Replay
+}
+
+// rawSeen lists messages [from, n) unchanged after head.
+func rawSeen(t *Trace, head []Seen, from, n int) []Seen {
+	out := append(make([]Seen, 0, len(head)+n-from), head...)
+	for i := from; i < n; i++ {
+		out = append(out, Seen{I: i, Text: t.Text[i], Raw: true})
+	}
+	return out
 }
 
 func sysSeg(t *Trace) Seg { return Seg{Key: systemKey, Tokens: t.System} }
@@ -52,7 +62,7 @@ type Raw struct{}
 func (Raw) Name() string { return "raw" }
 
 // Replay implements Policy.
-func (Raw) Replay(t *Trace, window int) Replay {
+func (Raw) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
 	for k, n := range t.Requests {
 		segs := []Seg{sysSeg(t)}
@@ -60,6 +70,9 @@ func (Raw) Replay(t *Trace, window int) Replay {
 			segs = append(segs, Seg{key(i, 0), t.Tokens[i]})
 		}
 		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+		if obs != nil {
+			obs(k, rawSeen(t, nil, 0, n))
+		}
 	}
 	return r
 }
@@ -86,6 +99,15 @@ const PiReserve = 16_384
 
 func newPiCompaction(reserve int) *piCompaction {
 	return &piCompaction{Reserve: reserve, KeepRecent: 20_000, SummaryTokens: 1_500, promptTk: 600}
+}
+
+// seenHead is what the model sees before the kept messages: the summary.
+// Its text is not modelled (an LLM writes it), so it shows no reference.
+func (c *piCompaction) seenHead() []Seen {
+	if c.count == 0 {
+		return nil
+	}
+	return []Seen{{I: -1, Text: "(compaction summary " + strconv.Itoa(c.count) + ")"}}
 }
 
 // head returns the segments before the kept messages.
@@ -154,7 +176,7 @@ type RawCompaction struct{}
 func (RawCompaction) Name() string { return "raw+pi-compaction" }
 
 // Replay implements Policy.
-func (RawCompaction) Replay(t *Trace, window int) Replay {
+func (RawCompaction) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
 	c := newPiCompaction(PiReserve)
 	build := func(n int) []Seg {
@@ -182,6 +204,9 @@ func (RawCompaction) Replay(t *Trace, window int) Replay {
 		req.Segs = segs
 		r.Requests = append(r.Requests, req)
 		last = req.Total() + t.Output[k]
+		if obs != nil {
+			obs(k, rawSeen(t, c.seenHead(), c.kept, n))
+		}
 	}
 	c.hidden(t, &r)
 	return r
@@ -205,11 +230,10 @@ type ObservationMasking struct{ M int }
 func (p ObservationMasking) Name() string { return "observation-masking(M=" + strconv.Itoa(p.M) + ")" }
 
 // Replay implements Policy.
-func (p ObservationMasking) Replay(t *Trace, window int) Replay {
+func (p ObservationMasking) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
-	placeholder := func(i int) int {
-		return tokens.Block("Old environment output: (" + strconv.Itoa(t.Lines[i]) + " lines omitted)")
-	}
+	text := func(i int) string { return "Old environment output: (" + strconv.Itoa(t.Lines[i]) + " lines omitted)" }
+	placeholder := func(i int) int { return tokens.Block(text(i)) }
 	var results []int
 	next := 0
 	for k, n := range t.Requests {
@@ -231,6 +255,15 @@ func (p ObservationMasking) Replay(t *Trace, window int) Replay {
 			}
 		}
 		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+		if obs != nil {
+			seen := rawSeen(t, nil, 0, n)
+			for i := range seen {
+				if masked[i] {
+					seen[i] = Seen{I: i, Text: text(i)}
+				}
+			}
+			obs(k, seen)
+		}
 		if k == len(t.Requests)-1 {
 			for i := range masked {
 				r.Hidden++
@@ -261,7 +294,7 @@ func (p ClearToolUses) Name() string {
 }
 
 // Replay implements Policy.
-func (p ClearToolUses) Replay(t *Trace, window int) Replay {
+func (p ClearToolUses) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
 	ph := tokens.Block("[cleared]")
 	cleared := map[int]bool{}
@@ -302,6 +335,15 @@ func (p ClearToolUses) Replay(t *Trace, window int) Replay {
 			}
 		}
 		r.Requests = append(r.Requests, Request{Segs: segs, Output: t.Output[k]})
+		if obs != nil {
+			seen := rawSeen(t, nil, 0, n)
+			for i := range seen {
+				if cleared[i] {
+					seen[i] = Seen{I: i, Text: "[cleared]"}
+				}
+			}
+			obs(k, seen)
+		}
 	}
 	for i := range cleared {
 		r.Hidden++
@@ -333,7 +375,7 @@ func (p ContextFold) Name() string {
 }
 
 // Replay implements Policy.
-func (p ContextFold) Replay(t *Trace, window int) Replay {
+func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
 	e := engine.New(engine.Config{Knobs: p.Knobs, Policy: p.Policy, Limits: p.Limits})
 	c := newPiCompaction(p.Reserve)
@@ -409,6 +451,13 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 		}
 		r.Requests = append(r.Requests, req)
 		lastTotal, lastSent = req.Total(), n
+		if obs != nil {
+			base := 0
+			if c.count > 0 {
+				base = 1
+			}
+			obs(k, p.seen(t, e, c, base))
+		}
 	}
 	// Error visibility and recoverability of what is folded at the end.
 	for _, rec := range e.Registry().All() {
@@ -440,6 +489,35 @@ func (p ContextFold) Replay(t *Trace, window int) Replay {
 	}
 	c.hidden(t, &r)
 	return r
+}
+
+// seen renders the engine's current request as the model reads it.
+func (p ContextFold) seen(t *Trace, e *engine.Engine, c *piCompaction, base int) []Seen {
+	out := c.seenHead()
+	tr := e.Transcript()
+	subst := func(b *block.Block) (string, bool) {
+		if rec, ok := e.Registry().Get(b.ID); ok && e.Frozen(b.ID) {
+			return rec.Digest, true
+		}
+		return "", false
+	}
+	for m := base; m < tr.Len(); m++ {
+		i := c.kept + m - base
+		blocks := tr.MessageBlocks(m)
+		folded := false
+		for k := range blocks {
+			if _, ok := subst(&blocks[k]); ok {
+				folded = true
+				break
+			}
+		}
+		if !folded {
+			out = append(out, Seen{I: i, Text: t.Text[i], Raw: true})
+			continue
+		}
+		out = append(out, Seen{I: i, Text: messageText(blocks, subst)})
+	}
+	return out
 }
 
 // segs renders the engine's current request as segments: a folded message's

@@ -54,6 +54,7 @@ func (rep *Report) Markdown(w io.Writer) {
 				fmt.Fprint(w, ".\n")
 			}
 		}
+		win.hiddenTable(w)
 		fmt.Fprintf(w, "\nCost relative to raw per family (Anthropic / OpenAI prices):\n\n| family |")
 		for _, r := range win.Overall {
 			fmt.Fprintf(w, " %s |", r.Policy)
@@ -229,4 +230,36 @@ func (win *Window) splitTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
+}
+
+// hiddenTable writes the hidden-reference figures (BENCHMARKS.md defines
+// them): what each policy takes away from the agent's next action, and the
+// cost once each request that lost one pays a recall round trip.
+func (win *Window) hiddenTable(w io.Writer) {
+	fmt.Fprint(w, "\nHidden references: of the references the next action used that came from the context, the share no message of the request showed; requests with one per 100; sessions with one; cost relative to raw with one recall round trip per such request.\n\n")
+	fmt.Fprint(w, "| policy | context references | hidden | requests with one per 100 | sessions affected | cost with recalls (Anthropic) | (OpenAI) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range win.Overall {
+		fmt.Fprintf(w, "| %s | %d | %.1f %% (%d) | %.1f | %d / %d | %.3f | %.3f |\n", r.Policy, r.Refs, 100*r.HiddenShare(), r.RefsHidden,
+			r.PerHundred(), r.Affected, r.Sessions, r.WithRecalls[Anthropic.Name], r.WithRecalls[OpenAI.Name])
+	}
+}
+
+// PrintSamples writes up to n hidden references per policy and window,
+// each with the line it came from and the line of the action that used it.
+func (rep *Report) PrintSamples(w io.Writer, n int) {
+	for _, win := range rep.Windows {
+		for _, r := range win.Overall {
+			if len(r.Samples) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "## hidden references, %s at %dk\n", r.Policy, win.Window/1000)
+			// An even spread over the traces, not the first n.
+			step := max(1, len(r.Samples)/n)
+			for i := 0; i < len(r.Samples) && i/step < n; i += step {
+				s := r.Samples[i]
+				fmt.Fprintf(w, "%s request %d (before message %d): %s %q\n  from message %d: %s\n  used:  %s\n",
+					s.Trace, s.Request, s.Before, RefClass(s.Ref), s.Ref, s.From, s.FromLine, s.ActionLine)
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/contextfold/contextfold/internal/ladder"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/schedule"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 // Options configure a run.
@@ -21,6 +22,14 @@ type Options struct {
 	Policies     []Policy
 	// Progress, when set, receives a progress bar (stderr).
 	Progress io.Writer
+	// Trace, when set, is the directory that receives every request of the
+	// policies TracePolicies names (all when empty; "default" is the
+	// shipped policy), as WriteTrace describes.
+	Trace         string
+	TracePolicies []string
+	// Samples is how many hidden references to keep per trace and policy,
+	// for review (Result.Samples).
+	Samples int
 }
 
 // DefaultPolicies are the policies the report compares, in order.
@@ -59,7 +68,44 @@ type Result struct {
 	Feasible bool    `json:"feasible"`
 	StepP50  float64 `json:"stepP50Micros,omitempty"`
 	StepP99  float64 `json:"stepP99Micros,omitempty"`
-	steps    []time.Duration
+	// Hidden references (see refs.go): of the references the actions used
+	// that came from the context, how many the requests did not show; the
+	// requests with one; the sessions with one; the cost of one recall
+	// round trip per such request, per price model.
+	Refs        int                `json:"contextReferences"`
+	RefsHidden  int                `json:"hiddenReferences"`
+	RefRequests int                `json:"requestsMeasured"`
+	WithHidden  int                `json:"requestsWithHiddenReference"`
+	Sessions    int                `json:"sessions"`
+	Affected    int                `json:"sessionsAffected"`
+	RecallCost  map[string]float64 `json:"recallCost"`
+	WithRecalls map[string]float64 `json:"relativeWithRecalls"` // (cost + recalls) / raw cost
+	Samples     []Sample           `json:"-"`
+	steps       []time.Duration
+}
+
+// Sample is one hidden reference kept for review: where it came from and
+// where the action used it, each as a line around it.
+type Sample struct {
+	Trace string
+	HiddenSample
+	FromLine, ActionLine string
+}
+
+// HiddenShare is the share of context references hidden.
+func (r *Result) HiddenShare() float64 {
+	if r.Refs == 0 {
+		return 0
+	}
+	return float64(r.RefsHidden) / float64(r.Refs)
+}
+
+// PerHundred is requests with a hidden reference per 100 requests.
+func (r *Result) PerHundred() float64 {
+	if r.RefRequests == 0 {
+		return 0
+	}
+	return 100 * float64(r.WithHidden) / float64(r.RefRequests)
 }
 
 // ErrShare is the share of hidden blocks' distinct error lines still visible.
@@ -96,8 +142,9 @@ type Report struct {
 	EngineP99us float64   `json:"engineStepP99Micros"`
 }
 
-// Run replays every trace at every window through every policy.
-func Run(traces []*Trace, opt Options) *Report {
+// Run replays every trace at every window through every policy. It fails
+// only when a trace file cannot be written.
+func Run(traces []*Trace, opt Options) (*Report, error) {
 	if len(opt.Prices) == 0 {
 		opt.Prices = []Prices{Anthropic, OpenAI}
 	}
@@ -128,10 +175,30 @@ func Run(traces []*Trace, opt Options) *Report {
 			}
 			per := newResults(opt.Policies)
 			for k, p := range opt.Policies {
-				rp := p.Replay(t, w)
+				meter := newRefMeter(t, opt.Samples)
+				obs := meter.observe
+				var tw *TraceWriter
+				if opt.Trace != "" && traced(p.Name(), k == shippedIndex(opt.Policies), opt.TracePolicies) {
+					var err error
+					if tw, err = CreateTrace(opt.Trace, p.Name(), w, t); err != nil {
+						return nil, err
+					}
+					obs = func(k int, msgs []Seen) {
+						meter.observe(k, msgs)
+						tw.Write(k, msgs)
+					}
+				}
+				rp := p.Replay(t, w, obs)
+				if tw != nil {
+					if err := tw.Close(); err != nil {
+						return nil, err
+					}
+				}
 				u := Price(rp.Requests, w, opt.TTLms)
+				h := &meter.out
 				for _, r := range []*Result{overall[k], fam[k], per[k], win.Halves[halfOf[t]][k]} {
 					r.add(&u, &rp)
+					r.addRefs(t, h, rp.Requests, opt.Prices)
 				}
 				allSteps = append(allSteps, rp.StepTimes...)
 				if i == longest {
@@ -157,7 +224,58 @@ func Run(traces []*Trace, opt Options) *Report {
 	}
 	rep.EngineP50us, rep.EngineP99us = percentile(allSteps, 50), percentile(allSteps, 99)
 	rep.PeakRSSMB = peakRSS()
-	return rep
+	return rep, nil
+}
+
+// shippedIndex is the index of the shipped default among ps: the first
+// policy named "context-fold", or -1.
+func shippedIndex(ps []Policy) int {
+	for i, p := range ps {
+		if p.Name() == ShippedName {
+			return i
+		}
+	}
+	return -1
+}
+
+// ShippedName is the report's name for the shipped default policy.
+const ShippedName = "context-fold"
+
+// traced reports whether the policy named name is among want (all when
+// want is empty); "default" names the shipped policy.
+func traced(name string, shipped bool, want []string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, w := range want {
+		if w == name || w == "default" && shipped {
+			return true
+		}
+	}
+	return false
+}
+
+// addRefs adds one trace's hidden-reference figures.
+func (r *Result) addRefs(t *Trace, h *HiddenRefs, reqs []Request, prices []Prices) {
+	r.Refs += h.Context
+	r.RefsHidden += h.Hidden
+	r.RefRequests += h.Requests
+	r.WithHidden += h.WithHidden
+	r.Sessions++
+	if h.WithHidden > 0 {
+		r.Affected++
+	}
+	if r.RecallCost == nil {
+		r.RecallCost = map[string]float64{}
+	}
+	for _, p := range prices {
+		r.RecallCost[p.Name] += RecallCost(h, reqs, p)
+	}
+	for _, s := range h.Samples {
+		ref := s.Ref
+		r.Samples = append(r.Samples, Sample{Trace: t.String(), HiddenSample: s,
+			FromLine: lineAround(t.Text[s.From], ref), ActionLine: lineAround(t.Text[s.Before], ref)})
+	}
 }
 
 func values(m map[string][]*Result) [][]*Result {
@@ -211,9 +329,11 @@ func finish(rs []*Result, prices []Prices, window int) {
 		}
 	}
 	for _, r := range rs {
+		r.WithRecalls = map[string]float64{}
 		for _, p := range prices {
 			if base := rs[0].Cost[p.Name]; base > 0 {
 				r.Relative[p.Name] = r.Cost[p.Name] / base
+				r.WithRecalls[p.Name] = (r.Cost[p.Name] + r.RecallCost[p.Name]) / base
 			}
 		}
 	}
@@ -238,4 +358,26 @@ func progress(w io.Writer, done, total int, name string) {
 		name = name[:40]
 	}
 	fmt.Fprintf(w, "\r[%s%s] %d/%d %-40s", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, name)
+}
+
+// lineAround returns the line of text that holds ref, cut to 160 bytes
+// around it.
+func lineAround(text, ref string) string {
+	at := strings.Index(text, ref)
+	if at < 0 {
+		return ""
+	}
+	start := strings.LastIndexByte(text[:at], '\n') + 1
+	end := strings.IndexByte(text[at:], '\n')
+	if end < 0 {
+		end = len(text)
+	} else {
+		end += at
+	}
+	line := text[start:end]
+	if len(line) > 160 {
+		lo := max(0, at-start-60)
+		line = tokens.SafeSlice(line[lo:], 160)
+	}
+	return line
 }

@@ -34,6 +34,10 @@ type Trace struct {
 	Lines []int
 	// ToolResult[i] marks tool-result messages.
 	ToolResult []bool
+	// Text[i] is what the model reads of message i (messageText).
+	Text []string
+
+	refIdx *refIndex
 }
 
 // DefaultSystemTokens is the fixed system prompt and tool list: Pi 1.6's own
@@ -83,7 +87,9 @@ func Prepare(name, family string, ms []trajectory.Message, systemTokens int) *Tr
 	t.Tokens = make([]int, len(t.Msgs))
 	t.Lines = make([]int, len(t.Msgs))
 	t.ToolResult = make([]bool, len(t.Msgs))
+	t.Text = make([]string, len(t.Msgs))
 	for i := range t.Msgs {
+		t.Text[i] = messageText(t.Tr.MessageBlocks(i), nil)
 		for _, b := range t.Tr.MessageBlocks(i) {
 			t.Tokens[i] += b.Tokens
 			t.Lines[i] += strings.Count(b.Text, "\n") + 1

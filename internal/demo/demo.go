@@ -61,9 +61,9 @@ func Run(w io.Writer, opt Options) error {
 		return fmt.Errorf("demo: bundled session: %w", err)
 	}
 	tr := bench.Prepare("pi-mono__large-session", "pi", ms, bench.DefaultSystemTokens)
-	raw := bench.Raw{}.Replay(tr, opt.Window)
+	raw := bench.Raw{}.Replay(tr, opt.Window, nil)
 	cf := bench.ContextFold{Knobs: policy.DefaultKnobs, Reserve: bench.PiReserve}
-	fold := cf.Replay(tr, opt.Window)
+	fold := cf.Replay(tr, opt.Window, nil)
 	ur := bench.Price(raw.Requests, opt.Window, 0)
 	uf := bench.Price(fold.Requests, opt.Window, 0)
 

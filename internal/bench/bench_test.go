@@ -213,9 +213,9 @@ func TestShippedDefaultIsCheapest(t *testing.T) {
 	}
 	for name, dir := range sets {
 		rep, err := Run(loadDir(t, dir), Options{Windows: []int{200_000, 128_000, 32_000}, SystemTokens: DefaultSystemTokens})
-	if err != nil {
-		t.Fatal(err)
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, win := range rep.Windows {
 			shipped := win.Overall[5]
 			if shipped.Policy != "context-fold" {

@@ -19,13 +19,14 @@ import (
 
 // What makes a string distinctive, and so a reference (RefClass names
 // the kind):
-//   - a path: a word with a slash and a letter, and each of its suffixes at
+//   - a path: a word with a slash and a letter that is absolute, relative
+//     to ".", has two slashes or ends in a file name, and each of its suffixes at
 //     a slash that still holds a slash or a dot (an action may name
 //     "db/models.py" where the context printed "/testbed/django/db/models.py");
 //   - a name: an identifier of six or more characters with an inner
 //     underscore or a lower-to-upper case change (parse_header,
-//     ParseHeader), or a dotted name of eight or more (self.assertEqual,
-//     models.py);
+//     ParseHeader), or a dotted name of eight or more that is a file name
+//     or has such a part (self.assertEqual, models.py; not django.db);
 //   - a number: three or more digits, or four or more letters and digits
 //     mixed (1057, E01057, 3f2a9c1);
 //   - a line: a whole trimmed line of at least MinRefLine characters, eight
@@ -61,7 +62,7 @@ func Refs(text string) []string {
 // "name".
 func RefClass(r string) string {
 	switch {
-	case strings.ContainsAny(r, " \t") || utf8.RuneCountInString(r) >= MinRefLine && !strings.Contains(r, "/"):
+	case strings.ContainsAny(r, " \t"):
 		return "line"
 	case strings.Contains(r, "/"):
 		return "path"
@@ -100,7 +101,7 @@ func wordByte(c byte) bool {
 // "/testbed/django/db/models.py"), a dotted name, identifiers, numbers.
 func classify(w string, add func(string)) {
 	if strings.Contains(w, "/") {
-		if len(w) >= 5 && hasLetters(w, 1) {
+		if len(w) >= 5 && hasLetters(w, 1) && pathLike(w) {
 			add(w)
 			for i := 0; i < len(w); i++ {
 				if w[i] == '/' && i+1 < len(w) {
@@ -118,13 +119,27 @@ func classify(w string, add func(string)) {
 	classifyPart(w, true, add)
 }
 
+// pathLike tells a path from prose with a slash ("begin/end", "and/or"):
+// it is absolute or relative to ".", has two slashes, or ends in a file
+// name with an extension.
+func pathLike(w string) bool {
+	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "./") || strings.HasPrefix(w, "../") || strings.Count(w, "/") >= 2 {
+		return true
+	}
+	last := w[strings.LastIndexByte(w, '/')+1:]
+	if i := strings.LastIndexByte(last, '.'); i > 0 {
+		return fileExt[strings.ToLower(last[i+1:])]
+	}
+	return false
+}
+
 // classifyPart adds the references of a word without slashes (or one
 // segment of a path, whose dotted whole the path suffixes already cover).
 func classifyPart(w string, dottedToo bool, add func(string)) {
 	if w == "" {
 		return
 	}
-	if parts := strings.Split(w, "."); dottedToo && len(parts) >= 2 && len(w) >= 8 && dotted(parts) {
+	if parts := strings.Split(w, "."); dottedToo && len(parts) >= 2 && len(w) >= 8 && dotted(parts) && distinctiveDotted(parts) {
 		add(w)
 	}
 	for _, p := range strings.FieldsFunc(w, func(r rune) bool { return r == '.' || r == '-' }) {
@@ -138,6 +153,32 @@ func classifyPart(w string, dottedToo bool, add func(string)) {
 		case len(p) >= 6 && identifier(p) && (innerUnderscore(p) || caseChange(p)):
 			add(p)
 		}
+	}
+}
+
+// distinctiveDotted keeps dotted names a model would not write from
+// general knowledge: a file name (test_base.py) or a name with a part that
+// is itself distinctive (self.assertEqual). Sampling showed plain module
+// paths (django.db.models) counted as hidden where the agent needed no
+// context to write them.
+func distinctiveDotted(parts []string) bool {
+	if fileExt[strings.ToLower(parts[len(parts)-1])] {
+		return true
+	}
+	for _, p := range parts {
+		if innerUnderscore(p) || caseChange(p) || hasDigit(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileExt are the extensions that make a dotted word a file name.
+var fileExt = map[string]bool{}
+
+func init() {
+	for _, e := range strings.Fields("py go ts tsx js jsx mjs cjs json md txt rs c h cc cpp hpp java kt rb php cs swift scala sh bash zsh yml yaml toml cfg ini xml html htm css scss sql rst proto gradle pyi ipynb vue svelte") {
+		fileExt[e] = true
 	}
 }
 

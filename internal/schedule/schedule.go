@@ -64,6 +64,11 @@ type Economic struct {
 	// MinRemaining is the fewest requests still to come the estimate
 	// assumes (default 2).
 	MinRemaining int
+	// KeepTail keeps urgent events out of the protected tail: they fold
+	// only candidates outside it, and the request may stay over the budget.
+	// (For the bench's comparison of what reaching into the tail saves and
+	// hides; the shipped schedule reaches in.)
+	KeepTail bool
 }
 
 // Default is the shipped setting, chosen on the tune half of the bench
@@ -161,7 +166,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		target := int(float64(v.Budget) * (1 - p.Headroom))
 		saved := mass
 		intoTail := false
-		for i := 0; i < n && used-saved > target; i++ {
+		for i := 0; i < n && used-saved > target && !p.KeepTail; i++ {
 			if !v.Blocks[i].Protected {
 				continue
 			}

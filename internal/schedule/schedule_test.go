@@ -227,3 +227,23 @@ func TestProfiles(t *testing.T) {
 		t.Fatal("ladder profile")
 	}
 }
+
+// TestKeepTail: with KeepTail an urgent event folds only what lies outside
+// the protected tail, even when that leaves the request over the budget.
+func TestKeepTail(t *testing.T) {
+	v := session(30, 1_000, 12_000)
+	v.Window, v.Budget = 32_000, 24_000
+	d := Economic{KeepTail: true}.Conduct(&v)
+	if d.Trigger != policy.Cap || d.IntoTail || len(d.Fold) == 0 {
+		t.Fatalf("trigger %q intoTail %v, %d folds", d.Trigger, d.IntoTail, len(d.Fold))
+	}
+	folded := map[string]bool{}
+	for _, id := range d.Fold {
+		folded[id] = true
+	}
+	for _, b := range v.Blocks {
+		if b.Protected && folded[b.ID] {
+			t.Fatalf("protected block %s folded", b.ID)
+		}
+	}
+}

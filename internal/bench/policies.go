@@ -17,7 +17,7 @@ import (
 type Replay struct {
 	Requests []Request
 	// ErrVisible of ErrTotal distinct error lines, in blocks the policy hid
-	// at the end of the session, are still visible to the model.
+	// at the end of the session, are still visible to the model, whole.
 	ErrVisible, ErrTotal int
 	// FoldErrVisible of FoldErrTotal distinct error lines of folded blocks
 	// are visible in their digests (FoldErrWhole of them complete).
@@ -482,7 +482,7 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 		vis, whole := visibleLines(rec.Digest, t.Errors[b.Msg])
 		n := len(t.Errors[b.Msg])
 		r.ErrTotal += n
-		r.ErrVisible += vis
+		r.ErrVisible += whole // the weakest form: whole lines only
 		r.FoldErrTotal += n
 		r.FoldErrVisible += vis
 		r.FoldErrWhole += whole

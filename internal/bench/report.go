@@ -25,7 +25,7 @@ func pct(x float64) string { return fmt.Sprintf("%.0f %%", 100*x) }
 func (rep *Report) Markdown(w io.Writer) {
 	for _, win := range rep.Windows {
 		fmt.Fprintf(w, "### Window %dk — %d sessions, %d requests\n\n", win.Window/1000, rep.Traces, rep.Requests)
-		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible | of folded blocks (complete) | feasible |\n")
+		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible whole | of folded blocks whole (shown or counted) | feasible |\n")
 		fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range win.Overall {
 			vis := "—"
@@ -34,7 +34,7 @@ func (rep *Report) Markdown(w io.Writer) {
 			}
 			fold := "—"
 			if r.FoldErrTotal > 0 {
-				fold = fmt.Sprintf("%s (%s)", pct(float64(r.FoldErrVisible)/float64(r.FoldErrTotal)), pct(float64(r.FoldErrWhole)/float64(r.FoldErrTotal)))
+				fold = fmt.Sprintf("%s (%s)", pct(float64(r.FoldErrWhole)/float64(r.FoldErrTotal)), pct(float64(r.FoldErrVisible)/float64(r.FoldErrTotal)))
 			}
 			feas := "yes"
 			if !r.Feasible {

@@ -3,12 +3,15 @@ package bench
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/compact"
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
@@ -87,9 +90,15 @@ func (Raw) Replay(t *Trace, window int, obs Observer) Replay {
 // output. A later request carries the summary as its first message.
 type piCompaction struct {
 	Reserve, KeepRecent, SummaryTokens int
+	// det, when set, renders the summary of messages [0, cut) instead of
+	// an LLM writing one: context-fold's deterministic compaction, which
+	// answers Pi's session_before_compact in the adapter by default. It
+	// makes no model request; its text is what the model then reads.
+	det func(cut int) string
 
 	kept     int // first kept message
 	summary  Seg
+	text     string // the summary's text when det renders it
 	count    int
 	promptTk int
 }
@@ -102,10 +111,13 @@ func newPiCompaction(reserve int) *piCompaction {
 }
 
 // seenHead is what the model sees before the kept messages: the summary.
-// Its text is not modelled (an LLM writes it), so it shows no reference.
+// An LLM summary's text is not modelled, so it shows no reference.
 func (c *piCompaction) seenHead() []Seen {
 	if c.count == 0 {
 		return nil
+	}
+	if c.det != nil {
+		return []Seen{{I: -1, Text: c.text}}
 	}
 	return []Seen{{I: -1, Text: "(compaction summary " + strconv.Itoa(c.count) + ")"}}
 }
@@ -140,6 +152,13 @@ func (c *piCompaction) maybe(t *Trace, n, size, window int) *SideCall {
 	if cut <= c.kept {
 		return nil // Pi: "Nothing to compact"
 	}
+	if c.det != nil {
+		c.count++
+		c.kept = cut
+		c.text = c.det(cut)
+		c.summary = Seg{Key: 1<<61 | uint64(c.count), Tokens: tokens.Block(c.text)}
+		return &SideCall{} // no model request
+	}
 	in := c.promptTk
 	if c.count > 0 {
 		in += c.summary.Tokens
@@ -164,6 +183,14 @@ func (c *piCompaction) hidden(t *Trace, r *Replay) {
 		if t.ToolResult[i] {
 			r.Hidden++
 			r.ErrTotal += len(t.Errors[i])
+			if c.det == nil {
+				continue
+			}
+			for _, e := range t.Errors[i] {
+				if strings.Contains(c.text, e) {
+					r.ErrVisible++ // the deterministic summary keeps it verbatim
+				}
+			}
 		}
 	}
 }
@@ -364,6 +391,10 @@ type ContextFold struct {
 	Policy  policy.Policy
 	Limits  digest.Limits // zero: the engine's defaults
 	Reserve int
+	// LLMCompaction models Pi's own LLM summary where Pi compacts
+	// (CONTEXTFOLD_COMPACT=native); by default the adapter answers with its
+	// deterministic summary, which makes no model request.
+	LLMCompaction bool
 }
 
 // Name implements Policy.
@@ -379,8 +410,27 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 	var r Replay
 	e := engine.New(engine.Config{Knobs: p.Knobs, Policy: p.Policy, Limits: p.Limits})
 	c := newPiCompaction(p.Reserve)
+	if !p.LLMCompaction {
+		c.det = func(cut int) string {
+			var blocks []block.Block
+			for _, b := range t.Tr.Blocks() {
+				if b.Msg < cut {
+					blocks = append(blocks, b)
+				}
+			}
+			codes := map[string]string{}
+			for _, rec := range e.Registry().All() {
+				codes[rec.ID] = rec.Code
+			}
+			return compact.Render(compact.Input{Title: "Compaction summary", Seq: c.count + 1, Blocks: blocks, Codes: codes})
+		}
+	}
 	summaryMsg := func() []byte {
-		return []byte(`{"role":"compactionSummary","summary":"(summary ` + strconv.Itoa(c.count) + `)","tokensBefore":0,"timestamp":` + strconv.Itoa(c.count) + `}`)
+		text := "(summary " + strconv.Itoa(c.count) + ")"
+		if c.det != nil {
+			text = c.text
+		}
+		return []byte(`{"role":"compactionSummary","summary":` + rawjson.QuoteString(text) + `,"tokensBefore":0,"timestamp":` + strconv.Itoa(c.count) + `}`)
 	}
 	held := 0      // messages of the trace the engine holds (after the head)
 	lastTotal := 0 // the previous request's size, as the provider reported it

@@ -20,7 +20,8 @@ import (
 // What makes a string distinctive, and so a reference (RefClass names
 // the kind):
 //   - a path: a word with a slash and a letter that is absolute, relative
-//     to ".", has two slashes or ends in a file name, and each of its suffixes at
+//     to ".", has two slashes or ends in a file name (not /dev/null and
+//     the like), and each of its suffixes at
 //     a slash that still holds a slash or a dot (an action may name
 //     "db/models.py" where the context printed "/testbed/django/db/models.py");
 //   - a name: an identifier of six or more characters with an inner
@@ -28,7 +29,8 @@ import (
 //     ParseHeader), or a dotted name of eight or more that is a file name
 //     or has such a part (self.assertEqual, models.py; not django.db);
 //   - a number: three or more digits, or four or more letters and digits
-//     mixed (1057, E01057, 3f2a9c1);
+//     mixed that start with a letter or hold two (1057, E01057, 3f2a9c1;
+//     not 1026p);
 //   - a line: a whole trimmed line of at least MinRefLine characters, eight
 //     of them letters.
 // Words are maximal runs of letters, digits and _ . / -.
@@ -101,7 +103,7 @@ func wordByte(c byte) bool {
 // "/testbed/django/db/models.py"), a dotted name, identifiers, numbers.
 func classify(w string, add func(string)) {
 	if strings.Contains(w, "/") {
-		if len(w) >= 5 && hasLetters(w, 1) && pathLike(w) {
+		if len(w) >= 5 && hasLetters(w, 1) && pathLike(w) && !systemPath[w] {
 			add(w)
 			for i := 0; i < len(w); i++ {
 				if w[i] == '/' && i+1 < len(w) {
@@ -148,7 +150,9 @@ func classifyPart(w string, dottedToo bool, add func(string)) {
 			if len(p) >= 3 {
 				add(p)
 			}
-		case len(p) >= 4 && hasDigit(p) && hasLetters(p, 1) && alnum(p):
+		case len(p) >= 4 && hasDigit(p) && alnum(p) && (hasLetters(p[:1], 1) || hasLetters(p, 2)):
+			// A code (E01057, TS2554) or a hash (3f2a9c1), not a number
+			// with a unit or command letter (1026p in sed -n 1015,1026p).
 			add(p)
 		case len(p) >= 6 && identifier(p) && (innerUnderscore(p) || caseChange(p)):
 			add(p)
@@ -172,6 +176,9 @@ func distinctiveDotted(parts []string) bool {
 	}
 	return false
 }
+
+// systemPath are paths every shell user writes without context.
+var systemPath = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true, "/dev/zero": true, "/usr/bin/env": true, "/bin/bash": true, "/bin/sh": true}
 
 // fileExt are the extensions that make a dotted word a file name.
 var fileExt = map[string]bool{}

@@ -22,6 +22,7 @@ func TestRefs(t *testing.T) {
 		{"not parse or __init__", nil},
 		{"self.assertEqual(x)", []string{"self.assertEqual", "assertEqual"}},
 		{"at 1057 (E01057) 0x1f3a", []string{"1057", "E01057", "0x1f3a"}},
+		{"sed -n 1015,1026p x > /dev/null", []string{"sed -n 1015,1026p x > /dev/null", "1015"}},
 		{"not 42 or v1.2", nil},
 		{"    return self.cleaned_data['email']  ", []string{"return self.cleaned_data['email']", "self.cleaned_data", "cleaned_data"}},
 		{"----------------------------------------", nil},

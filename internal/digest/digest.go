@@ -388,6 +388,28 @@ func ToolResult(id, toolName, text string, isError bool, blockTokens int, lim Li
 
 // ToolResultLines is ToolResult with the text's flagged lines precomputed.
 func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line) string {
+	return ToolResultSource(id, toolName, text, isError, blockTokens, lim, lines, Source{})
+}
+
+// Source is what the engine knows, when a result folds, about where its
+// content came from: which file it showed and whether a later call made it
+// stale. The zero value says nothing and gives the plain digest.
+type Source struct {
+	// Subject names what the call read, as its arguments gave it: a path
+	// and any range ("src/x.ts offset=720 limit=50"); "" names nothing.
+	Subject string
+	// File marks the content of a file, which may have changed since the
+	// call read it; the digest says so.
+	File bool
+	// Later says what a later call did that superseded this result ("read
+	// again later", "edited later", "ran again later"); "" when none did.
+	Later string
+}
+
+// ToolResultSource is ToolResultLines with what is known of the result's
+// source: "name subject → N lines, ~T tok, may have changed since; read
+// again later · first line". Its risk lines are exactly ToolResultLines'.
+func ToolResultSource(id, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line, src Source) string {
 	name := toolName
 	if name == "" {
 		name = "result"
@@ -396,6 +418,10 @@ func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, l
 	b.WriteString(Tag(Code(id)))
 	b.WriteByte(' ')
 	b.WriteString(name)
+	if src.Subject != "" {
+		b.WriteByte(' ')
+		b.WriteString(src.Subject)
+	}
 	b.WriteString(" → ")
 	if tokens.IsBlank(text) {
 		if isError {
@@ -403,6 +429,7 @@ func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, l
 		} else {
 			b.WriteString("empty")
 		}
+		writeStale(&b, src)
 		return b.String()
 	}
 	if isError {
@@ -419,6 +446,7 @@ func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, l
 	b.WriteString(", ~")
 	b.WriteString(strconv.Itoa(blockTokens))
 	b.WriteString(" tok")
+	writeStale(&b, src)
 	if peek := tokens.FirstLine(text, 60); peek != "" {
 		b.WriteString(" · ")
 		b.WriteString(peek)
@@ -429,6 +457,20 @@ func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, l
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// writeStale appends what src says about the content's freshness: that a
+// file may have changed since it was read, and what a later call did.
+func writeStale(b *strings.Builder, src Source) {
+	sep := ", "
+	if src.File {
+		b.WriteString(", may have changed since")
+		sep = "; "
+	}
+	if src.Later != "" {
+		b.WriteString(sep)
+		b.WriteString(src.Later)
+	}
 }
 
 // Thinking returns the digest of a thinking part: "thought · ~T tok · first line".

@@ -177,6 +177,7 @@ type Engine struct {
 	unfolded map[string]bool
 	rejected map[string]bool // code collisions and changed frozen blocks: held raw for the session
 	lost     map[string]bool // signed thinking an event left for the provider to drop
+	sup      supersedeIndex  // which results later calls superseded (supersede.go)
 	waiting  bool            // the last event was held back for a user turn (see lower)
 	// stripsFor caches strips' answer for one model.
 	stripsFor struct {
@@ -198,6 +199,7 @@ func New(cfg Config) *Engine {
 		unfolded: make(map[string]bool),
 		rejected: make(map[string]bool),
 		lost:     make(map[string]bool),
+		sup:      newSupersedeIndex(),
 	}
 }
 
@@ -326,6 +328,7 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 		e.view = e.view[:n]
 		e.prepared = min(e.prepared, n)
 		e.version++
+		e.reindex()
 	}
 	for _, raw := range msgs {
 		e.tr.Append(raw)
@@ -349,6 +352,7 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 				Tokens: b.Tokens, Durable: block.Durable(b.ID), Foldable: b.Foldable(),
 				ToolName: b.ToolName, IsError: b.IsError,
 			})
+			e.index(b.Order)
 		}
 	}
 }
@@ -552,7 +556,7 @@ func (e *Engine) ensureMeta(k int) *meta {
 	lines := risk.Lines(b.Text, risk.Warning)
 	switch b.Kind {
 	case block.ToolResult:
-		m.digest = digest.ToolResultLines(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits, lines)
+		m.digest = digest.ToolResultSource(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits, lines, e.source(k))
 	case block.Thinking:
 		m.digest = digest.Thinking(b.ID, b.Text)
 	}
@@ -764,8 +768,11 @@ func (e *Engine) lower(dec policy.Decision, over []oversized, v *policy.View, re
 		if !vb.Durable || !vb.Foldable || vb.Held || vb.Frozen || e.rejected[id] {
 			return false
 		}
-		if !invalidated && vb.Protected && (!dec.IntoTail || k == len(blocks)-1) {
+		if k == len(blocks)-1 && !invalidated {
 			return false // the newest block is always protected
+		}
+		if !invalidated && vb.Protected && !dec.IntoTail && !vb.Superseded {
+			return false // the tail protects what the agent works with; a superseded result is not that
 		}
 		if _, done := e.frozen[id]; done {
 			return false // frozen bytes outrank any later op for the same id

@@ -8,7 +8,8 @@
 // worth at least one ladder step (FoldStep of the window), or, regardless of
 // both, when usage crosses the budget. Only stale tool results and thinking
 // fold; the engine's view already marks the protected tail, first-delivery
-// results and unfolded blocks as off limits.
+// results and unfolded blocks as off limits. Superseded results fold even
+// inside the tail (policy.ViewBlock.Candidate).
 package ladder
 
 import (
@@ -42,7 +43,7 @@ func (Ladder) Conduct(v *policy.View) policy.Decision {
 		OverBudget:    overCap,
 	}
 	for i := range v.Blocks {
-		if b := &v.Blocks[i]; b.Kind == block.User || b.Protected || b.Held {
+		if b := &v.Blocks[i]; b.Kind == block.User || b.Protected && !b.Superseded || b.Held {
 			st.IrreducibleFloor += b.Tokens
 		}
 	}

@@ -48,13 +48,21 @@ type ViewBlock struct {
 	Protected    bool // inside the protected tail
 	ToolName     string
 	IsError      bool
+	// Superseded marks a tool result a later call made stale: a file read
+	// followed by a covering read or a successful change of that file, a
+	// command's output followed by a successful run of the same command.
+	// Such a block may fold inside the protected tail, which protects what
+	// the agent works with.
+	Superseded bool
+	// SupersededBy is the id of the result that superseded it.
+	SupersededBy string
 }
 
 // Candidate reports whether a policy may ask for this block: durable,
-// foldable, unprotected, unheld and unfrozen. Whether folding makes it
-// smaller is View.Folded's to say.
+// foldable, unheld, unfrozen, and unprotected or superseded. Whether
+// folding makes it smaller is View.Folded's to say.
 func (b *ViewBlock) Candidate() bool {
-	return b.Durable && b.Foldable && !b.Protected && !b.Held && !b.Frozen
+	return b.Durable && b.Foldable && (!b.Protected || b.Superseded) && !b.Held && !b.Frozen
 }
 
 // View is the read-only picture of one request.

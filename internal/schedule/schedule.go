@@ -17,8 +17,14 @@
 //     per request, cost per request is least when each event folds
 //     sqrt(2·K·g/r) (the economic order quantity), so smaller batches wait.
 //
+// Superseded tool results (a file read since read again or changed, a
+// command's output since the command ran again; see the engine) are
+// candidates even inside the protected tail: they are stale, and the tail
+// protects what the agent works with.
+//
 // When the request would exceed the budget, an urgent event folds every
-// candidate and, oldest first, reaches into the tail until the context is
+// candidate (superseded ones in the tail included) and, oldest first,
+// reaches into the tail for the others until the context is
 // Headroom under the budget, so that urgent events do not recur on every
 // request (the newest block and results the model has not yet seen never
 // fold). When the cache is known cold anyway (an idle gap, a model change),
@@ -105,7 +111,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		st.UsageFraction = round3(float64(used) / float64(v.Window))
 	}
 	for i := range v.Blocks {
-		if b := &v.Blocks[i]; b.Kind == block.User || b.Protected || b.Held {
+		if b := &v.Blocks[i]; b.Kind == block.User || b.Protected && !b.Superseded || b.Held {
 			st.IrreducibleFloor += b.Tokens
 		}
 	}
@@ -126,8 +132,8 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		if !maskableKind(b.Kind) || !b.Durable || !b.Foldable || b.Held || b.Frozen || i == n-1 {
 			return 0, false
 		}
-		if b.Protected && !intoTail {
-			return 0, false
+		if b.Protected && !intoTail && !b.Superseded {
+			return 0, false // superseded results are stale: the tail does not protect them
 		}
 		if f := v.Folded(i); f < b.Tokens {
 			return b.Tokens - f, true
@@ -138,9 +144,10 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	overBudget := used > v.Budget
 	st.OverBudget = overBudget
 
-	// The event on offer: every candidate outside the tail. Folding them all
-	// at once batches the event's fixed cost, the re-write of everything
-	// after the earliest of them.
+	// The event on offer: every candidate outside the tail, and every
+	// superseded result inside it. Folding them all at once batches the
+	// event's fixed cost, the re-write of everything after the earliest of
+	// them.
 	running, suffix, mass, foldable := 0, 0, 0, 0
 	earliest := -1
 	var ids []string
@@ -162,12 +169,13 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	if overBudget {
 		// Urgent: fold down to Headroom under the budget so the next urgent
 		// event is many requests away; reach into the tail, oldest first,
-		// only if the candidates outside it cannot get there.
+		// only if the candidates outside it and the superseded results
+		// inside it (all already on offer) cannot get there.
 		target := int(float64(v.Budget) * (1 - p.Headroom))
 		saved := mass
 		intoTail := false
 		for i := 0; i < n && used-saved > target && !p.KeepTail; i++ {
-			if !v.Blocks[i].Protected {
+			if !v.Blocks[i].Protected || v.Blocks[i].Superseded {
 				continue
 			}
 			if s, ok := candidate(i, true); ok {

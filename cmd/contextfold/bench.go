@@ -211,7 +211,7 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	d := schedule.Default
 	pols = append(pols, bench.ContextFold{Label: "keep-tail", Knobs: policy.DefaultKnobs,
 		Policy: schedule.Economic{Headroom: d.Headroom, MinMass: d.MinMass, KeepTail: true}, Reserve: bench.PiReserve})
-	for _, tail := range []int{5_000, 10_000} {
+	for _, tail := range []int{5_000, 20_000} {
 		k := policy.DefaultKnobs
 		k.Tail = tail
 		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("tail=%dk", tail/1000), Knobs: k,

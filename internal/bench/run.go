@@ -32,6 +32,10 @@ type Options struct {
 	Samples int
 }
 
+// SeedKnobs are the seed design's defaults, for its row: the shipped knobs
+// with its 20k tail.
+var SeedKnobs = func() policy.Knobs { k := policy.DefaultKnobs; k.Tail = 20_000; return k }()
+
 // DefaultPolicies are the policies the report compares, in order.
 func DefaultPolicies() []Policy {
 	return []Policy{
@@ -41,7 +45,7 @@ func DefaultPolicies() []Policy {
 		ClearToolUses{Trigger: 100_000, Keep: 3},
 		ClearToolUses{Trigger: 100_000, Keep: 3, ClearAtLeast: 20_000},
 		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve},
-		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: policy.DefaultKnobs, Policy: ladder.Ladder{}, Reserve: PiReserve},
+		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: SeedKnobs, Policy: ladder.Ladder{}, Reserve: PiReserve},
 		ContextFold{Label: "context-fold, Pi compacting only on overflow", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
 	}
 }

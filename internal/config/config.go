@@ -118,7 +118,7 @@ var Knobs = []Knob{
 	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "(0, 1]", "ladder policy: first-fold threshold while the session never had a live cache read", nil, fraction},
 	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "(0, 1]", "budget = min(budget cap, this × window); crossing it folds urgently", nil, fraction},
 	{"budgetCap", "CONTEXTFOLD_BUDGET_CAP", "Budget cap", "200000", "tokens ≥ 0, or off", "absolute budget in tokens; off disables", nil, count(true)},
-	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "20000", "tokens ≥ 0", "protected working tail in tokens (at most half the budget; the newest block is always protected)", nil, count(false)},
+	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "10000", "tokens ≥ 0", "protected working tail in tokens (at most half the budget; the newest block is always protected)", nil, count(false)},
 	{"compact", "CONTEXTFOLD_COMPACT", "Hard compaction", "det", "det or native", "det: deterministic verbatim index, no model call; native: Pi's own LLM compaction", []string{"det", "native"}, choice("det", "native")},
 	{"cacheIdleMinutes", "CONTEXTFOLD_CACHE_IDLE_MINUTES", "Cache idle minutes", "30", "minutes ≥ 0, or off", "warn when the provider's prompt cache has probably expired after this long idle; 0/off disables (per provider in the file: providerCacheIdleMinutes)", nil, minutes},
 	{"confirmColdPrompt", "CONTEXTFOLD_CONFIRM_COLD_PROMPT", "Confirm cold prompt", "off", "on or off", "ask before sending an interactive prompt that would rebill an expired cache", []string{"off", "on"}, choice("off", "on")},

@@ -19,14 +19,18 @@ type Knobs struct {
 	Tail           int     // protected working tail in tokens (clamped to budget/2)
 }
 
-// DefaultKnobs are the shipped defaults.
+// DefaultKnobs are the shipped defaults. The tail was chosen on the tune
+// half of the bench: the cheapest with one recall priced per request that
+// hid a reference, among tails that hide under 1 % of the references the
+// agent's next action takes from the context (5k hides 1.9 %, 10k 0.64 %,
+// 20k, the seed design's, 0.43 %; BENCHMARKS.md).
 var DefaultKnobs = Knobs{
 	FoldAt:         0.45,
 	FoldStep:       0.12,
 	ColdFoldAt:     0.25,
 	BudgetFraction: 0.75,
 	BudgetCap:      200_000,
-	Tail:           20_000,
+	Tail:           10_000,
 }
 
 // ViewBlock is one block as a policy sees it.

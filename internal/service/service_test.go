@@ -407,7 +407,9 @@ func TestCacheColdTurnFoldsForFree(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := start(t)
-			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+			// A 20k tail leaves a batch too small to pay for a warm re-write.
+			env := map[string]string{"CONTEXTFOLD_TAIL": "20000"}
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir(), Env: env}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if out := turn(t, c, 0, msgs, 200_000); out.Event != nil {
@@ -434,7 +436,7 @@ func TestLadderProfile(t *testing.T) {
 	msgs := messages(30, "")
 	for policy, want := range map[string]string{"ladder": "threshold", "economic": ""} {
 		c, _ := start(t)
-		env := map[string]string{"CONTEXTFOLD_POLICY": policy}
+		env := map[string]string{"CONTEXTFOLD_POLICY": policy, "CONTEXTFOLD_TAIL": "20000"}
 		if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir(), Env: env}, nil); err != nil {
 			t.Fatal(err)
 		}

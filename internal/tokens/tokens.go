@@ -73,17 +73,7 @@ func SafeSlice(s string, n int) string {
 	}
 	units := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		w, size := 1, 1
-		if c >= utf8.RuneSelf {
-			r, sz := utf8.DecodeRuneInString(s[i:])
-			size = sz
-			if r == utf8.RuneError && sz == 1 && isWTF8Surrogate(s, i) {
-				size = 3
-			} else if r >= 0x10000 {
-				w = 2
-			}
-		}
+		w, size := char(s, i)
 		if units+w > n {
 			return s[:i]
 		}
@@ -91,6 +81,22 @@ func SafeSlice(s string, n int) string {
 		i += size
 	}
 	return s
+}
+
+// char returns the UTF-16 width and the byte size of the character at s[i]
+// (a lone surrogate kept as WTF-8 is one unit of three bytes).
+func char(s string, i int) (w, size int) {
+	if s[i] < utf8.RuneSelf {
+		return 1, 1
+	}
+	r, sz := utf8.DecodeRuneInString(s[i:])
+	switch {
+	case r == utf8.RuneError && sz == 1 && isWTF8Surrogate(s, i):
+		return 1, 3
+	case r >= 0x10000:
+		return 2, sz
+	}
+	return 1, sz
 }
 
 // SafeSuffix returns the longest suffix of s that is at most n UTF-16 units
@@ -111,17 +117,7 @@ func SafeSuffix(s string, n int) string {
 		if units >= skip {
 			return s[i:]
 		}
-		c := s[i]
-		w, size := 1, 1
-		if c >= utf8.RuneSelf {
-			r, sz := utf8.DecodeRuneInString(s[i:])
-			size = sz
-			if r == utf8.RuneError && sz == 1 && isWTF8Surrogate(s, i) {
-				size = 3
-			} else if r >= 0x10000 {
-				w = 2
-			}
-		}
+		w, size := char(s, i)
 		units += w
 		i += size
 	}

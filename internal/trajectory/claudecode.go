@@ -175,21 +175,7 @@ type ccBlock struct {
 
 // ccBlocks reads content that is a string or an array of blocks.
 func ccBlocks(raw json.RawMessage) ([]ccBlock, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("content: %w", err)
-		}
-		return []ccBlock{{Type: "text", Text: s}}, nil
-	}
-	var bs []ccBlock
-	if err := json.Unmarshal(raw, &bs); err != nil {
-		return nil, fmt.Errorf("content: %w", err)
-	}
-	return bs, nil
+	return stringOrArray(raw, func(s string) ccBlock { return ccBlock{Type: "text", Text: s} })
 }
 
 // ccResultText is a tool result's text: its string, or its text blocks

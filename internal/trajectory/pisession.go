@@ -191,6 +191,12 @@ func piMessage(raw json.RawMessage) (m Message, ok bool, err error) {
 
 // piParts reads content that is either a string or an array of parts.
 func piParts(raw json.RawMessage) ([]piPart, error) {
+	return stringOrArray(raw, func(s string) piPart { return piPart{Type: "text", Text: s} })
+}
+
+// stringOrArray reads message content that is a string (one text part, as
+// text makes it) or an array of parts.
+func stringOrArray[T any](raw json.RawMessage, text func(string) T) ([]T, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -199,9 +205,9 @@ func piParts(raw json.RawMessage) ([]piPart, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("content: %w", err)
 		}
-		return []piPart{{Type: "text", Text: s}}, nil
+		return []T{text(s)}, nil
 	}
-	var ps []piPart
+	var ps []T
 	if err := json.Unmarshal(raw, &ps); err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}

@@ -87,10 +87,12 @@ func TestDeterministicCompactionRPC(t *testing.T) {
 // reserve and keep-recent) is answered the same way.
 func TestDeterministicCompactionThreshold(t *testing.T) {
 	script := &recaller{LongSession: &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}}
-	cfg := WithContextFold(t, Config{Script: script, ContextWindow: 24_000, Compaction: &Compaction{Enabled: true, ReserveTokens: 6_000, KeepRecentTokens: 3_000}})
-	// Folding would keep the context under Pi's threshold; hold it off (the
-	// ladder profile with an unreachable threshold) so Pi's automatic
-	// compaction fires.
+	// Folding keeps requests under Pi's threshold and cancels a threshold
+	// compaction it can make unnecessary; hold it off so Pi's automatic
+	// compaction fires: a reserve that leaves too little to keep ahead of
+	// (the engine then keeps to its own budget), and the ladder profile
+	// with an unreachable threshold.
+	cfg := WithContextFold(t, Config{Script: script, ContextWindow: 24_000, Compaction: &Compaction{Enabled: true, ReserveTokens: 20_000, KeepRecentTokens: 3_000}})
 	cfg.Env["CONTEXTFOLD_POLICY"] = "ladder"
 	cfg.Env["CONTEXTFOLD_FOLD_AT"] = "1"
 	cfg.Env["CONTEXTFOLD_BUDGET_FRACTION"] = "1"

@@ -98,7 +98,8 @@ type piCompaction struct {
 
 	kept     int // first kept message
 	summary  Seg
-	text     string // the summary's text when det renders it
+	text     string          // the summary's text when det renders it
+	errs     map[string]bool // the lines it shows whole, by their text
 	count    int
 	promptTk int
 }
@@ -157,6 +158,15 @@ func (c *piCompaction) maybe(t *Trace, n, size, window int) *SideCall {
 		c.kept = cut
 		c.text = c.det(cut)
 		c.summary = Seg{Key: 1<<61 | uint64(c.count), Tokens: tokens.Block(c.text)}
+		// Its error lines: items "- [turn N · {#code FOLDED}] <line>".
+		c.errs = map[string]bool{}
+		for _, l := range strings.Split(c.text, "\n") {
+			if rest, ok := strings.CutPrefix(l, "- ["); ok {
+				if i := strings.Index(rest, "] "); i >= 0 {
+					c.errs[rest[i+2:]] = true
+				}
+			}
+		}
 		return &SideCall{} // no model request
 	}
 	in := c.promptTk
@@ -187,8 +197,8 @@ func (c *piCompaction) hidden(t *Trace, r *Replay) {
 				continue
 			}
 			for _, e := range t.Errors[i] {
-				if strings.Contains(c.text, e) {
-					r.ErrVisible++ // the deterministic summary keeps it verbatim
+				if c.errs[e] {
+					r.ErrVisible++ // the deterministic summary shows it whole
 				}
 			}
 		}
@@ -485,13 +495,16 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 			// output; then, before this request, that plus the new raw
 			// messages (chars/4), which the adapter cancels when folding
 			// makes the room (engine.FoldInstead).
-			if !compact(lastTotal + t.Output[k-1]) {
-				est := lastTotal
-				for i := lastSent; i < n; i++ {
-					est += t.Tokens[i]
-				}
-				if est > window-c.Reserve && !engine.FoldInstead("threshold", est, e.Foldable(), window, p.Reserve) {
-					compact(est)
+			// Both checks are Pi's "threshold" compactions, which the adapter
+			// cancels when folding makes the room.
+			after := lastTotal + t.Output[k-1]
+			est := lastTotal
+			for i := lastSent; i < n; i++ {
+				est += t.Tokens[i]
+			}
+			for _, size := range []int{after, est} {
+				if size > window-c.Reserve && !engine.FoldInstead("threshold", size, e.Foldable(), window, p.Reserve) && compact(size) {
+					break
 				}
 			}
 		}

@@ -165,3 +165,26 @@ func TestTraceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTraceKeepsLoneSurrogates: block text keeps a lone surrogate as
+// WTF-8; a trace must give it back byte-exact, or a message sent unchanged
+// would read back as rewritten.
+func TestTraceKeepsLoneSurrogates(t *testing.T) {
+	tr := handMade()
+	text := "error: bad \xed\xa0\x80 surrogate and <html> & \"quotes\"\n\ttab"
+	w, err := CreateTrace(t.TempDir(), "x", 32_000, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(0, []Seen{{I: 0, Text: text}, {I: -1, Text: "summary"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []TraceEntry
+	if err := ReadTrace(w.f.Name(), func(l TraceLine) error { got = l.Messages; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Text != text || *got[0].I != 0 || got[1].I != nil {
+		t.Fatalf("read back %+v", got)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
 // A trace file holds every request one policy sent on one trajectory at
@@ -67,7 +69,6 @@ type TraceWriter struct {
 	bw  *bufio.Writer
 	t   *Trace
 	buf bytes.Buffer
-	enc *json.Encoder
 	err error
 }
 
@@ -82,10 +83,7 @@ func CreateTrace(dir, policy string, window int, t *Trace) (*TraceWriter, error)
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	w := &TraceWriter{f: f, zw: zw, bw: bufio.NewWriterSize(zw, 1<<16), t: t}
-	w.enc = json.NewEncoder(&w.buf)
-	w.enc.SetEscapeHTML(false)
-	return w, nil
+	return &TraceWriter{f: f, zw: zw, bw: bufio.NewWriterSize(zw, 1<<16), t: t}, nil
 }
 
 // Write appends request k.
@@ -110,12 +108,12 @@ func (w *TraceWriter) Write(k int, msgs []Seen) {
 			b.WriteString(strconv.Itoa(m.I))
 		}
 		b.WriteString(`,"text":`)
+		// rawjson keeps a lone surrogate (WTF-8 in block text) as \uD8xx,
+		// where encoding/json would write U+FFFD and the text read back
+		// would no longer equal the original.
 		w.buf.Reset()
-		if err := w.enc.Encode(m.Text); err != nil {
-			w.err = err
-			return
-		}
-		b.Write(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+		w.buf.Write(rawjson.Quote(w.buf.AvailableBuffer(), m.Text))
+		b.Write(w.buf.Bytes())
 		b.WriteByte('}')
 	}
 	if _, err := b.WriteString("]}\n"); err != nil {
@@ -139,12 +137,34 @@ func (w *TraceWriter) Close() error {
 
 // TraceLine is one request read back from a trace file.
 type TraceLine struct {
-	Request  int `json:"request"`
-	Before   int `json:"before"`
-	Messages []struct {
-		I    *int   `json:"i"`
-		Text string `json:"text"`
-	} `json:"messages"`
+	Request  int          `json:"request"`
+	Before   int          `json:"before"`
+	Messages []TraceEntry `json:"messages"`
+}
+
+// TraceEntry is one message of a request read back: Text is decoded as
+// block text is (a lone surrogate stays WTF-8), so it compares equal to
+// the original.
+type TraceEntry struct {
+	I    *int
+	Text string
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (e *TraceEntry) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		I    *int            `json:"i"`
+		Text json.RawMessage `json:"text"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	text, err := rawjson.Unquote(raw.Text)
+	if err != nil {
+		return fmt.Errorf("text: %w", err)
+	}
+	e.I, e.Text = raw.I, text
+	return nil
 }
 
 // ReadTrace calls fn with every request of a trace file, in order.

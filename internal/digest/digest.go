@@ -171,7 +171,24 @@ type flagged struct {
 	units int
 	count int // identical occurrences
 	shown bool
+	// own marks a line that reads like the digest's own text (a mark, a
+	// count suffix, a cut mark): shown, it would state something untrue,
+	// so it is only ever counted.
+	own bool
 }
+
+// ownLike reports whether a block's line could be read as the digest's
+// own text rather than a line of the block.
+func ownLike(t string) bool {
+	if strings.HasPrefix(t, MarkPrefix) || strings.Contains(t, cutMark) {
+		return true
+	}
+	_, n := GroupCount(t)
+	return n > 1
+}
+
+// cutMark follows a line shown cut.
+const cutMark = tokens.Ellipsis + " [line cut at "
 
 // SelectRiskLines is SelectRisk over lines already classified (at least
 // Warning), so a caller that needs them elsewhere scans the text once. code
@@ -194,7 +211,7 @@ func SelectRiskLines(code string, lines []risk.Line, lim Limits) Risk {
 		}
 		f := byText[t]
 		if f == nil {
-			f = &flagged{text: t, units: tokens.Units(t)}
+			f = &flagged{text: t, units: tokens.Units(t), own: ownLike(t)}
 			byText[t] = f
 			if l.Class == risk.Error {
 				errs = append(errs, f)
@@ -229,7 +246,7 @@ func SelectRiskLines(code string, lines []risk.Line, lim Limits) Risk {
 	var shown []*flagged
 	used := 0
 	try := func(f *flagged) {
-		if f.shown || f.units > lim.MaxLineChar || used+cost(f) > room {
+		if f.shown || f.own || f.units > lim.MaxLineChar || used+cost(f) > room {
 			return
 		}
 		f.shown = true
@@ -355,19 +372,46 @@ func commonTerm(f *flagged, hid []*flagged) string {
 }
 
 // clipFirst is the selection when no flagged line fits whole: the first
-// one, cut, with a mark that says so and how long it is, so a block with a
-// failure never folds to a digest without one.
+// one that may be shown, cut, with a mark that says so and how long it is,
+// so a block with a failure never folds to a digest without one. A block
+// whose every flagged line reads like the digest's own text gets only the
+// count.
 func clipFirst(all []*flagged, lim Limits) Risk {
-	f := all[0]
-	keep := max(1, min(lim.MaxLineChar, lim.MaxChars-40))
 	var r Risk
-	r.Lines = append(r.Lines, tokens.SafeSlice(f.text, keep)+tokens.Ellipsis+" [line cut at "+strconv.Itoa(keep)+" of "+strconv.Itoa(f.units)+" chars]")
-	for _, g := range all[1:] {
-		r.Omitted += g.count
+	var first *flagged
+	total := 0
+	for _, f := range all {
+		total += f.count
+		if first == nil && !f.own {
+			first = f
+		}
 	}
-	r.Omitted += f.count - 1
+	closing := func(n int) string {
+		return MarkPrefix + strconv.Itoa(n) + " more error or warning " + plural(n, "line", "lines") + " not shown"
+	}
+	if first == nil {
+		r.Omitted = total
+		r.Lines = []string{closing(total)}
+		return r
+	}
+	r.Omitted = total - first.count
+	room := lim.MaxChars
 	if r.Omitted > 0 {
-		r.Lines = append(r.Lines, MarkPrefix+strconv.Itoa(r.Omitted)+" more error or warning "+plural(r.Omitted, "line", "lines")+" not shown")
+		room -= tokens.Units(closing(r.Omitted)) + 1
+	}
+	keep := max(1, min(lim.MaxLineChar, room-tokens.Units(cutMark)-16))
+	line := first.text
+	if first.units > keep {
+		line = tokens.SafeSlice(first.text, keep) + cutMark + strconv.Itoa(keep) + " of " + strconv.Itoa(first.units) + " chars]"
+	} else if first.count > 1 {
+		line += countSuffix(first.count)
+	}
+	if first.units > keep {
+		r.Omitted += first.count - 1 // the cut line stands for one occurrence
+	}
+	r.Lines = append(r.Lines, line)
+	if r.Omitted > 0 {
+		r.Lines = append(r.Lines, closing(r.Omitted))
 	}
 	return r
 }

@@ -218,8 +218,15 @@ func FuzzSelectRisk(f *testing.F) {
 	f.Add("src/x.ts(1,1): error TS1: " + strings.Repeat("é", 300) + "\n\xff\xfe error")
 	f.Add(strings.Repeat("FAIL t\n", 50))
 	f.Add(strings.Repeat("ERROR: widget failed at step 7 of 9\nERROR: widget failed at step 8 of 9\n", 40))
+	// Lines that read like the digest's own text (found in review).
+	f.Add("… error: build failed\n")
+	f.Add("error: x 1\n… 3 more lines like this error\n")
+	f.Add("error: at line 4…6\n… 2 error lines")
+	f.Add("error: foo\nerror: foo\nerror: foo (×2)\n")
+	f.Add("error: " + strings.Repeat("x", 40) + "… [line cut at 3 of 9 chars]")
 	f.Fuzz(func(t *testing.T, text string) {
 		checkRisk(t, text, Limits{MaxChars: 300, MaxLineChar: 120})
+		checkRisk(t, text, Limits{MaxChars: 120, MaxLineChar: 10}) // the least room that holds a cut line and both marks
 		checkRisk(t, text, DefaultLimits)
 	})
 }

@@ -40,7 +40,7 @@ func ShowLines(dig string, lines []string) []Shown {
 			}
 			continue
 		}
-		if i := strings.Index(d, tokens.Ellipsis+" [line cut at "); i > 0 {
+		if i := strings.Index(d, cutMark); i > 0 {
 			cut = append(cut, d[:i])
 			continue
 		}
@@ -145,12 +145,18 @@ func VerifyRisk(text string, shown []string) error {
 			accounted += n
 			continue
 		}
-		if i := strings.Index(l, tokens.Ellipsis+" [line cut at "); i >= 0 && j == 0 && count[l] == 0 {
-			if !strings.HasPrefix(order[0], l[:i]) {
-				return fmt.Errorf("cut line %q is not the first flagged line", l)
+		if i := strings.Index(l, cutMark); i >= 0 && j == 0 && count[l] == 0 {
+			ok := false
+			for _, tl := range order {
+				if !ownLike(tl) {
+					ok = strings.HasPrefix(tl, l[:i]) && tokens.Units(tl) > tokens.Units(l[:i])
+					break
+				}
 			}
-			accounted += count[order[0]]
-			seen[order[0]] = true
+			if !ok {
+				return fmt.Errorf("cut line %q is not the first flagged line that may be shown, cut", l)
+			}
+			accounted++ // one occurrence; the closing mark counts the rest
 			continue
 		}
 		line, n := GroupCount(l)
@@ -159,6 +165,9 @@ func VerifyRisk(text string, shown []string) error {
 		}
 		if count[line] == 0 {
 			return fmt.Errorf("shown line %q is not a whole flagged line of the text", l)
+		}
+		if ownLike(line) {
+			return fmt.Errorf("shown line %q reads like the digest's own marks", l)
 		}
 		if count[line] != n {
 			return fmt.Errorf("line %q: shown with count %d, occurs %d times", l, n, count[line])

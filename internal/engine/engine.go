@@ -475,15 +475,23 @@ func (e *Engine) frame(window, reserve int) (budget, tail int) {
 	if k.BudgetCap > 0 && k.BudgetCap < budget {
 		budget = k.BudgetCap
 	}
-	if reserve > 0 {
-		// A threshold that leaves almost nothing (a reserve near the window)
-		// cannot be kept ahead of; the knobs' budget stands then.
-		if t := window - reserve - ReplyMargin; t >= window/8 && t < budget {
-			budget = t
-		}
+	if t, ok := thresholdBudget(window, reserve); ok && t < budget {
+		budget = t
 	}
 	tail = min(k.Tail, budget/2)
 	return budget, tail
+}
+
+// thresholdBudget is the budget that keeps requests ReplyMargin under the
+// agent's compaction threshold, window − reserve; ok is false when there is
+// none to keep to (no reserve) or it leaves almost nothing (a reserve near
+// the window), and the knobs' budget stands.
+func thresholdBudget(window, reserve int) (int, bool) {
+	if reserve <= 0 || window <= 0 {
+		return 0, false
+	}
+	t := window - reserve - ReplyMargin
+	return t, t >= window/8
 }
 
 // FoldInstead reports whether a compaction Pi starts because its context
@@ -495,10 +503,13 @@ func (e *Engine) frame(window, reserve int) (budget, tail int) {
 // sent stayed under. Overflow recovery and a manual /compact are never
 // cancelled.
 func FoldInstead(reason string, tokensBefore, foldable, window, reserve int) bool {
-	if reason != "threshold" || window <= 0 || reserve <= 0 || tokensBefore <= 0 {
+	// Only where the budget keeps to the threshold: otherwise the next
+	// request would not fold down to it, and Pi would be put off forever.
+	t, ok := thresholdBudget(window, reserve)
+	if reason != "threshold" || !ok || tokensBefore <= 0 || foldable <= 0 {
 		return false
 	}
-	return tokensBefore-foldable <= window-reserve-ReplyMargin
+	return tokensBefore-foldable <= t
 }
 
 // ReplyMargin is how far under the agent's compaction threshold requests
@@ -526,12 +537,16 @@ func (e *Engine) Prepare(max int) bool {
 
 // Foldable returns how many tokens the next request could shed by folding
 // every tool result that can still fold: durable, foldable, not folded yet,
-// not released by unfold or rejected, and not the newest block. Urgent
+// not released by unfold or rejected, and not the newest block; 0 while the
+// next fold event waits for a user turn. Urgent
 // events reach that far (into the protected tail, oldest first), so an
 // agent about to compact for lack of room can ask whether folding makes the
 // room instead. Thinking is left out: which of it may fold depends on the
 // model and the turn, and the answer must not promise more than folds.
 func (e *Engine) Foldable() int {
+	if e.waiting {
+		return 0 // the next event waits for a user turn (see Step)
+	}
 	blocks := e.tr.Blocks()
 	saved := 0
 	for k := 0; k < len(blocks)-1; k++ {

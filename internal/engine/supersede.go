@@ -237,7 +237,11 @@ func shellRead(cmd string) (effect, bool) {
 	return ef, true
 }
 
-var piContinueRE = regexp.MustCompile(`Use offset=([0-9]+) to continue`)
+// piContinueRE is Pi's read notice where a cut output stops: the bracketed
+// last line ("[Showing lines 1-50 of 300. Use offset=51 to continue.]",
+// "[250 more lines in file. Use offset=51 to continue.]"). Anchored at the
+// end, so a file that merely mentions such a notice does not narrow a read.
+var piContinueRE = regexp.MustCompile(`\[[^\]\n]*Use offset=([0-9]+) to continue\.\]\s*$`)
 
 // shown narrows a read's range to what its result shows: Pi's read says
 // where a cut output stops; a shell read that was cut, or a read whose
@@ -255,8 +259,8 @@ func shown(ef effect, text string) (start, end int, ok bool) {
 	if strings.Contains(text, "<response clipped>") || strings.Contains(text, "Use bash: sed") {
 		return 0, 0, false
 	}
-	if m := piContinueRE.FindAllStringSubmatch(text, -1); len(m) > 0 {
-		n, err := strconv.Atoi(m[len(m)-1][1])
+	if m := piContinueRE.FindStringSubmatch(text); m != nil {
+		n, err := strconv.Atoi(m[1])
 		if err != nil || n <= start {
 			return 0, 0, false
 		}

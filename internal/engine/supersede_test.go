@@ -97,9 +97,13 @@ func TestSuperseded(t *testing.T) {
 		}, nil},
 		{"a full read cut by Pi covers only what it showed", func(s *session) {
 			s.user("go").calls(tcall{"c1", "read", readArgs("a.go", `,"offset":2500,"limit":10`)}).res("c1", "read", file, false)
-			s.calls(tcall{"c2", "read", readArgs("a.go", "")}).res("c2", "read", file+"\n... (3000 more lines not shown. Use offset=2001 to continue reading)", false)
+			s.calls(tcall{"c2", "read", readArgs("a.go", "")}).res("c2", "read", file+"\n\n[Showing lines 1-2000 of 5000. Use offset=2001 to continue.]", false)
 			s.calls(tcall{"c3", "read", readArgs("a.go", `,"offset":1,"limit":100`)}).res("c3", "read", file, false)
 		}, nil}, // c2 shows lines 1-2000 only, so c1 (2500-2509) stays; c3 is later than c2
+		{"a file that mentions Pi's notice is not cut by it", func(s *session) {
+			s.user("go").calls(tcall{"c1", "read", readArgs("notes.md", "")}).res("c1", "read", "line 1\nPi says [Showing lines 1-50 of 300. Use offset=51 to continue.] when it cuts\nline 3", false)
+			s.calls(tcall{"c2", "read", readArgs("notes.md", `,"offset":1,"limit":60`)}).res("c2", "read", "line 1", false)
+		}, nil}, // c1 showed the whole file; c2 covers only lines 1-60
 		{"bash repeated", func(s *session) {
 			s.user("go").calls(tcall{"c1", "bash", bashArgs("npm run check")}).res("c1", "bash", "error TS2304", true)
 			s.calls(tcall{"c2", "bash", bashArgs("  npm run check\n")}).res("c2", "bash", "ok", false)

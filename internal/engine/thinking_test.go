@@ -197,6 +197,10 @@ func TestBindingWithoutDropWaitsForAUserTurn(t *testing.T) {
 	if res.Event != nil || !strings.Contains(res.Status.Note, "held until the next user message") {
 		t.Fatalf("event %+v, note %q: a fold inside an open cycle must wait", res.Event, res.Status.Note)
 	}
+	// Nothing folds before the user turn, so a compaction must not give way.
+	if f := e.Foldable(); f != 0 {
+		t.Errorf("Foldable = %d while the event waits; Pi's compaction would be cancelled for nothing", f)
+	}
 	res = e.Step(Request{Keep: len(msgs), Append: [][]byte{[]byte(`{"role":"user","content":"next","timestamp":5}`)}, Window: 200_000, Model: model}, nil)
 	if res.Event == nil {
 		t.Fatal("no event at the user turn")

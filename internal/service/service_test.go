@@ -521,14 +521,20 @@ func TestThresholdCompactionGivesWayToFolding(t *testing.T) {
 		{"overflow always compacts", "overflow", 16_000, false},
 		{"manual always compacts", "manual", 16_000, false},
 		{"no reason (an older adapter)", "", 16_000, false},
+		{"a reserve near the window: the budget does not keep to it", "threshold", 10_000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := start(t)
 			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if out := turn(t, c, 0, msgs, 32_000); out.Event != nil {
-				t.Fatalf("folded under the budget: %+v", out.Event)
+			params := map[string]any{"keep": 0, "append": msgs, "window": 32_000}
+			if strings.HasPrefix(tc.name, "a reserve near") {
+				params["compaction"] = map[string]any{"reserveTokens": 28_000}
+			}
+			var out turnOut
+			if err := call(t, c, "turn", params, &out); err != nil || out.Event != nil {
+				t.Fatalf("folded under the budget: %+v, %v", out.Event, err)
 			}
 			var res CompactResult
 			if err := call(t, c, "compact", CompactParams{Messages: msgs[:5], Reason: tc.reason, TokensBefore: tc.tokensBefore}, &res); err != nil {

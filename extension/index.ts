@@ -26,7 +26,13 @@ export default function contextFold(pi: ExtensionAPI): void {
 	const host = {
 		appendEntry: (t: string, d: unknown) => pi.appendEntry(t, d),
 		agentDir: getAgentDir(),
-		compaction: () => pi.getSettings().compaction,
+		compaction: () => {
+			try {
+				return pi.getSettings().compaction;
+			} catch {
+				return undefined; // Pi's defaults apply
+			}
+		},
 	};
 	let session: Session | null = null;
 	const current = () => (session ??= new Session(host));

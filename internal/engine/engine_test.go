@@ -13,6 +13,8 @@ import (
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/risk"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 type turn struct {
@@ -524,6 +526,37 @@ func TestApplyMatchesTypeScriptShape(t *testing.T) {
 // among the flagged lines the digest says it omitted.
 func errorLinesVisible(t testing.TB, text, dig string) {
 	t.Helper()
+	if digest.IsBounded(dig) {
+		// A bounded first delivery lists every distinct error line whole, or
+		// says exactly how many it does not show.
+		var lines []string
+		seen := map[string]bool{}
+		for _, l := range risk.Lines(text, risk.Error) {
+			if line := tokens.Trim(l.Text); line != "" && !seen[line] {
+				seen[line] = true
+				lines = append(lines, line)
+			}
+		}
+		missing := 0
+		for _, sh := range digest.ShowLines(dig, lines) {
+			if sh != digest.Whole {
+				missing++
+			}
+		}
+		omitted := 0
+		if k := strings.Index(dig, "\n… "); k >= 0 {
+			for _, l := range strings.Split(dig[k+1:], "\n") {
+				var n int
+				if _, err := fmt.Sscanf(l, "… %d more distinct error line", &n); err == nil {
+					omitted += n
+				}
+			}
+		}
+		if missing > omitted {
+			t.Fatalf("bounded view %q: %d error lines neither shown whole nor counted (%d counted)", dig, missing, omitted)
+		}
+		return
+	}
 	// Every flagged line shown whole or counted, every count exact.
 	if err := digest.VerifyRisk(text, strings.Split(dig, "\n")[1:]); err != nil {
 		t.Fatalf("digest %q: %v", dig, err)

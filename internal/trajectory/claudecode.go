@@ -66,8 +66,8 @@ func fromClaudeCode(ls []line) ([]Message, error) {
 	seen := map[string]bool{}
 	for _, l := range ls {
 		var e entry
-		if err := json.Unmarshal(l.raw, &e); err != nil {
-			return nil, fmt.Errorf("line %d: %w", l.n, err)
+		if err := l.decode(&e); err != nil {
+			return nil, err
 		}
 		if (e.Type != "user" && e.Type != "assistant") || e.IsSidechain || len(e.Message) == 0 {
 			continue

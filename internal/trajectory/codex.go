@@ -88,8 +88,8 @@ func fromCodex(ls []line) ([]Message, error) {
 	}
 	for k, l := range ls {
 		var rl rolloutLine
-		if err := json.Unmarshal(l.raw, &rl); err != nil {
-			return nil, fmt.Errorf("line %d: %w", l.n, err)
+		if err := l.decode(&rl); err != nil {
+			return nil, err
 		}
 		item := rl.Payload
 		switch {

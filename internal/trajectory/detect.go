@@ -199,13 +199,21 @@ func Parse(data []byte) ([]Message, Format, error) {
 	return pairResults(ms), f, nil
 }
 
+// decode unmarshals the line into v, naming the line on error.
+func (l line) decode(v any) error {
+	if err := json.Unmarshal(l.raw, v); err != nil {
+		return fmt.Errorf("line %d: %w", l.n, err)
+	}
+	return nil
+}
+
 // fromBench reads bench-format lines.
 func fromBench(ls []line) ([]Message, error) {
 	out := make([]Message, 0, len(ls))
 	for _, l := range ls {
 		var m Message
-		if err := json.Unmarshal(l.raw, &m); err != nil {
-			return nil, fmt.Errorf("line %d: %w", l.n, err)
+		if err := l.decode(&m); err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 	}

@@ -43,8 +43,8 @@ func fromPi(ls []line) ([]Message, error) {
 	es := make([]entry, 0, len(ls))
 	for _, l := range ls {
 		var e entry
-		if err := json.Unmarshal(l.raw, &e); err != nil {
-			return nil, fmt.Errorf("line %d: %w", l.n, err)
+		if err := l.decode(&e); err != nil {
+			return nil, err
 		}
 		es = append(es, e)
 	}

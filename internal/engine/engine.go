@@ -259,6 +259,30 @@ func (e *Engine) Frozen(id string) bool {
 // Unfolded reports whether the agent released id.
 func (e *Engine) Unfolded(id string) bool { return e.unfolded[id] }
 
+// Folded reports what the committed layers keep out of every request: the
+// blocks frozen and not unfolded, and the tokens that saves. It is derived
+// from the layers, not counted as events happen, so a resumed session
+// reports its replayed folds too. A replayed block the adapter has not sent
+// again yet is priced from its recorded size (estimated reports that some
+// were).
+func (e *Engine) Folded() (blocks, saved int, estimated bool) {
+	for id, f := range e.frozen {
+		if e.unfolded[id] {
+			continue
+		}
+		blocks++
+		if b, ok := e.tr.Lookup(id); ok {
+			saved += max(0, b.Tokens-f.tokens)
+			continue
+		}
+		if rec, ok := e.reg.Get(id); ok {
+			saved += max(0, tokens.EstimateUnits(rec.Bytes)+tokens.BlockOverhead-f.tokens)
+			estimated = true
+		}
+	}
+	return blocks, saved, estimated
+}
+
 // Request is one model request's delta.
 type Request struct {
 	// Keep is how many messages of the previous request are unchanged; the

@@ -71,8 +71,6 @@ type session struct {
 	window         int
 	dump           string
 	env            map[string]string
-	events         int
-	masked         int
 	led            *ledger.Ledger
 	parent         *parent // the session this one was handed off from
 	pendingCompact int     // seq of a compaction that has not completed yet
@@ -268,6 +266,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		ss.eng.EnsureSeqAtLeast(floor)
 	}
 	s.s = ss
+	ss.tm.MaskedNow = foldsOf(ss).masked
 	s.seedActivity(ss)
 	res.LastSeq = ss.eng.LastSeq()
 	res.Folds = ss.eng.Registry().Len()
@@ -416,11 +415,11 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 			}
 		}
 		out.Event = &EventSummary{Seq: res.Event.Seq, Trigger: string(res.Event.Trigger), Blocks: len(res.Event.Folds), Masked: saved}
-		ss.events++
-		ss.masked += saved
 		ss.thinking.event(res.Event.Seq, res.Event.Thinking, false)
 		ss.tm.NoteFold(saved)
 	}
+	// Derived from the layers, so replayed folds count as much as new ones.
+	ss.tm.MaskedNow = foldsOf(ss).masked
 	for _, l := range ss.eng.Layers() {
 		if p.Full || !ss.sentLayers[l.Seq] {
 			out.Layers = append(out.Layers, l)

@@ -552,3 +552,49 @@ func TestThresholdCompactionGivesWayToFolding(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusAfterResume: a session reopened from its fold entries reports
+// the replayed folds in status and footer, before its first request (priced
+// from recorded sizes, and saying so) and after it (exactly), and an unfold
+// takes its block out of both.
+func TestStatusAfterResume(t *testing.T) {
+	c, ad := start(t)
+	msgs := messages(30, "")
+	call(t, c, "open", OpenParams{SessionID: "s1"}, nil)
+	if out := turn(t, c, 0, msgs, 16_000); out.Event == nil {
+		t.Fatal("no fold")
+	}
+	var before Status
+	call(t, c, "status", map[string]any{}, &before)
+	if before.Events != 1 || before.Blocks == 0 || before.Masked == 0 {
+		t.Fatalf("live status: %+v", before)
+	}
+
+	c2, _ := start(t)
+	if err := call(t, c2, "open", OpenParams{SessionID: "s1", Entries: ad.entries}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	call(t, c2, "status", map[string]any{}, &st)
+	if st.Events != before.Events || st.Blocks != before.Blocks || st.Masked == 0 {
+		t.Fatalf("resumed status before the first request: %+v, want %d events, %d blocks", st, before.Events, before.Blocks)
+	}
+	if !strings.Contains(st.Lines[0], fmt.Sprintf("%d fold events, %d blocks folded", before.Events, before.Blocks)) || !strings.Contains(st.Lines[0], "from recorded sizes") {
+		t.Fatalf("status line: %q", st.Lines[0])
+	}
+	if !strings.Contains(st.Footer, fmt.Sprintf("×%d", before.Events)) {
+		t.Fatalf("footer %q has no fold count", st.Footer)
+	}
+	turn(t, c2, 0, msgs, 16_000)
+	call(t, c2, "status", map[string]any{}, &st)
+	if st.Masked != before.Masked || strings.Contains(st.Lines[0], "recorded sizes") {
+		t.Fatalf("after the first request: masked %d, want %d exactly; %q", st.Masked, before.Masked, st.Lines[0])
+	}
+	var res ToolResult
+	call(t, c2, "unfold", UnfoldParams{Codes: []string{digest.Code("r:c0")}}, &res)
+	var after Status
+	call(t, c2, "status", map[string]any{}, &after)
+	if after.Blocks != before.Blocks-1 || after.Masked >= before.Masked {
+		t.Fatalf("after unfold: %d blocks, ~%d masked; before %d, ~%d", after.Blocks, after.Masked, before.Blocks, before.Masked)
+	}
+}

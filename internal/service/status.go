@@ -108,6 +108,7 @@ type Status struct {
 	// Telemetry figures, for tests and machines.
 	HitRatio     float64 `json:"hitRatio"`
 	Events       int     `json:"foldEvents"`
+	Blocks       int     `json:"foldedBlocks"`
 	Masked       int     `json:"maskedPerRequest"`
 	Reprefilled  int64   `json:"reprefilled"`
 	Saved        int64   `json:"saved"`
@@ -155,6 +156,33 @@ func (s *Service) flags(ss *session) []string {
 	return out
 }
 
+// folds is what the committed layers keep out of each request, replayed
+// ones included.
+type folds struct {
+	events, blocks, masked int
+	estimated              bool
+}
+
+func foldsOf(ss *session) folds {
+	var f folds
+	for _, l := range ss.eng.Layers() {
+		if len(l.Entries) > 0 {
+			f.events++
+		}
+	}
+	f.blocks, f.masked, f.estimated = ss.eng.Folded()
+	return f
+}
+
+// note qualifies the masked figure while some folded blocks are priced from
+// their recorded size (a resumed session before its first request).
+func (f folds) note() string {
+	if f.estimated {
+		return " (from recorded sizes until the next request)"
+	}
+	return ""
+}
+
 // gauge says where the ladder stands; short is the footer's form.
 func gauge(ss *session, short bool) string {
 	st := ss.status
@@ -178,9 +206,9 @@ func gauge(ss *session, short bool) string {
 // footer is the one-line status for Pi's footer.
 func (s *Service) footer(ss *session) string {
 	parts := []string{"⧉ context-fold"}
-	if ss.events > 0 {
-		parts[0] += fmt.Sprintf(" ×%d", ss.events)
-		parts = append(parts, "~"+telemetry.K(ss.tm.MaskedNow)+" masked")
+	if f := foldsOf(ss); f.events > 0 {
+		parts[0] += fmt.Sprintf(" ×%d", f.events)
+		parts = append(parts, "~"+telemetry.K(f.masked)+" masked")
 	}
 	if ss.turns > 0 {
 		parts = append(parts, gauge(ss, true))
@@ -200,13 +228,14 @@ func (s *Service) statusView() *Status {
 		return &Status{Lines: []string{"context-fold: no session"}, Level: "info"}
 	}
 	tm := ss.tm
-	st := &Status{Footer: s.footer(ss), Flags: s.flags(ss), Config: ss.conf.Values, Events: ss.events, Masked: tm.MaskedNow,
+	f := foldsOf(ss)
+	st := &Status{Footer: s.footer(ss), Flags: s.flags(ss), Config: ss.conf.Values, Events: f.events, Blocks: f.blocks, Masked: f.masked,
 		Reprefilled: tm.Reprefilled, Saved: tm.SavedTotal, WritesKnown: tm.WritesReported(), WireDeferred: tm.WireDeferred, Bridged: tm.Bridged, Compactions: ss.compactions}
 	usage := ""
 	if ss.window > 0 {
 		usage = fmt.Sprintf(" · usage %.0f%% of %s (%s)", 100*ss.status.UsageFraction, telemetry.K(ss.window), gauge(ss, false))
 	}
-	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %d fold events, ~%s tok masked per request%s", ss.events, telemetry.K(tm.MaskedNow), usage))
+	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %d fold events, %d blocks folded, ~%s tok masked per request%s%s", f.events, f.blocks, telemetry.K(f.masked), f.note(), usage))
 	if r, ok := tm.HitRatio(); ok {
 		st.HitRatio = r
 		writes := "writes unreported"

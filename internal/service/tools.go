@@ -3,9 +3,6 @@ package service
 import (
 	"context"
 
-	"github.com/contextfold/contextfold/internal/engine"
-	"github.com/contextfold/contextfold/internal/tokens"
-
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
@@ -44,15 +41,6 @@ func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, erro
 	if err != nil {
 		return &ToolResult{Text: "unfold failed: " + err.Error(), IsError: true}, nil
 	}
-	for _, r := range res {
-		if r.Status != engine.Released {
-			continue
-		}
-		if b, ok := ss.eng.Live(r.ID); ok {
-			if rec, ok := ss.eng.Registry().Get(r.ID); ok {
-				ss.tm.NoteUnfold(b.Tokens - tokens.Block(rec.Digest))
-			}
-		}
-	}
+	ss.tm.MaskedNow = foldsOf(ss).masked
 	return renderUnfold(ss, p.Codes, res), nil
 }

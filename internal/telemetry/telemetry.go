@@ -155,8 +155,6 @@ func (t *Telemetry) NoteFold(masked int) {
 	}
 }
 
-// NoteUnfold gives back tokens an unfold re-expanded.
-func (t *Telemetry) NoteUnfold(tokens int) { t.MaskedNow = max(0, t.MaskedNow-tokens) }
 
 // Observe records one response. Responses without usage are skipped, not
 // judged (EDGES 10). It returns notices to show at once.

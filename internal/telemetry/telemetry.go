@@ -155,7 +155,6 @@ func (t *Telemetry) NoteFold(masked int) {
 	}
 }
 
-
 // Observe records one response. Responses without usage are skipped, not
 // judged (EDGES 10). It returns notices to show at once.
 func (t *Telemetry) Observe(u Usage) []Notice {

@@ -3,8 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // foldEvents counts the fold entries the adapter persisted in a session file.
@@ -58,5 +61,86 @@ func TestStatusAfterResume(t *testing.T) {
 	}
 	if want := fmt.Sprintf("×%d · ~", events); !strings.Contains(footer, want) {
 		t.Fatalf("footer after resume %q, want %q", footer, want)
+	}
+}
+
+// TestTUINoticesStayOffTheScreen: in Pi's interactive screen, every cause
+// is said once, as a notification, and nothing is written over the screen:
+// a missing, a non-executable or a wrong engine binary, CONTEXTFOLD=0, and
+// the engine's own diagnostics (CONTEXTFOLD_DEBUG=1), which go to a log
+// file under the session's context-fold folder.
+func TestTUINoticesStayOffTheScreen(t *testing.T) {
+	noexec := filepath.Join(t.TempDir(), "contextfold")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	cases := []struct {
+		name, key, value string
+		once             string   // the one notification, in full-width screen text
+		never            []string // raw stderr that must not reach the screen
+		log              string   // a line the diagnostics log must hold
+	}{
+		{"missing", "CONTEXTFOLD_BIN", "/nonexistent/contextfold", "Warning: context-fold: no contextfold engine: CONTEXTFOLD_BIN=/nonexistent/contextfold (no such file). Fix: point CONTEXTFOLD_BIN at a contextfold", nil, ""},
+		{"noexec", "CONTEXTFOLD_BIN", noexec, "(not executable). Fix: make it executable (chmod +x " + noexec + ")", []string{"EACCES", "restarts on the next request"}, ""},
+		{"wrong", "CONTEXTFOLD_BIN", "/bin/cat", "Warning: context-fold: engine /bin/cat exited before its hello (code 1) (from CONTEXTFOLD_BIN); it printed: /bin/cat: serve: No such file or directory — no folding this session", []string{"\n/bin/cat: serve"}, ""},
+		{"disabled", "CONTEXTFOLD", "0", "context-fold is disabled by CONTEXTFOLD=0: no folding", nil, ""},
+		{"debug", "CONTEXTFOLD_DEBUG", "1", "context-fold: engine diagnostics are written to ", []string{"level=DEBUG"}, "level=DEBUG msg=turn"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 3, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction})
+			cfg.Env[c.key] = c.value
+			env := NewEnv(t, cfg)
+			u := startTUI(t, env, 400, 60)
+			// Pi redraws its screen, so there is no whole scrollback to count
+			// in: every snapshot is checked while the session runs.
+			bad := append(c.never, "Cache advisory unavailable", "[context-fold]")
+			seen := 0
+			watch := func(done func(string) bool) string {
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					s := u.tmux("capture-pane", "-p", "-J", "-t", "pi")
+					for _, b := range bad {
+						if strings.Contains(s, b) {
+							t.Fatalf("%q reached the screen:\n%s", b, s)
+						}
+					}
+					seen = max(seen, strings.Count(s, c.once))
+					if done(s) {
+						return s
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out:\n%s", s)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			has := func(want string) func(string) bool { return func(s string) bool { return strings.Contains(s, want) } }
+			watch(has("(fake) fake-model"))
+			u.text("Run gen.sh for every step.")
+			u.keys("Enter")
+			watch(has("FINAL: done after 3 steps"))
+			u.text("Run gen.sh for every step again.")
+			u.keys("Enter")
+			s := watch(func(s string) bool {
+				i := strings.Index(s, "again.")
+				return i >= 0 && strings.Contains(s[i:], "FINAL: done after 3 steps")
+			})
+			if seen != 1 {
+				t.Fatalf("%q seen %d times in one screen, want once:\n%s", c.once, seen, s)
+			}
+			if strings.Contains(s[strings.Index(s, "again."):], c.once) {
+				t.Fatalf("%q said again after the second prompt:\n%s", c.once, s)
+			}
+			if c.log != "" {
+				logs, _ := filepath.Glob(filepath.Join(env.SessionDir, "context-fold", "*", "engine.log"))
+				if len(logs) != 1 {
+					t.Fatalf("diagnostics logs %v", logs)
+				}
+				data, _ := os.ReadFile(logs[0])
+				if !strings.Contains(string(data), c.log) || !strings.Contains(s, logs[0]) {
+					t.Fatalf("log %s (named on screen: %v) lacks %q:\n%.500s", logs[0], strings.Contains(s, logs[0]), c.log, data)
+				}
+			}
+			u.keys("C-d")
+		})
 	}
 }

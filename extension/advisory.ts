@@ -20,6 +20,9 @@ export function show(ctx: ExtensionContext | null, n: Notice): void {
 	process.stderr.write(`[context-fold] ${n.text}\n`);
 }
 
+/** Advisory failures already shown in this process, by text. */
+const advisoryFailures = new Set<string>();
+
 export type Ask = (method: string, params: Record<string, unknown>) => Promise<any>;
 
 /** The idle-expiry warning: asks the engine, sleeps on an unref'd timer, asks again. */
@@ -61,7 +64,11 @@ export class CacheWarning {
 			}
 		} catch (e: any) {
 			if (e?.code === "unavailable") return; // no engine this session: said once at the start
-			show(ctx, { kind: "advisory", level: "warning", text: `Cache advisory unavailable: ${e?.message ?? e}` });
+			// One warning per cause, however many turns repeat it.
+			const text = `Cache advisory unavailable: ${e?.message ?? e}`;
+			if (advisoryFailures.has(text)) return;
+			advisoryFailures.add(text);
+			show(ctx, { kind: "advisory", level: "warning", text });
 		}
 	}
 

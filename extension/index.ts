@@ -18,9 +18,20 @@ function text(t: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text: t }], details };
 }
 
+/** The CONTEXTFOLD=0 notice was given (once per process, across sessions). */
+let disabledSaid = false;
+
 export default function contextFold(pi: ExtensionAPI): void {
 	if (disabled()) {
-		process.stderr.write(`${PREFIX} disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD} — no folding this session\n`);
+		// Said where the user looks: a notification in the interactive screen
+		// (which stderr would be drawn over), stderr headless; once a process.
+		pi.on("session_start", (_event, ctx) => {
+			if (disabledSaid) return;
+			disabledSaid = true;
+			const t = `context-fold is disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD}: no folding, and recall_folded and unfold are not offered`;
+			if (ctx.hasUI) ctx.ui.notify(t, "info");
+			else process.stderr.write(`${PREFIX} ${t}\n`);
+		});
 		return;
 	}
 	const host = {
@@ -144,7 +155,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 			if (res.cancel) return { cancel: true };
 			if (res.native) return undefined; // CONTEXTFOLD_COMPACT=native: Pi's own
 			if (res.skipped?.length)
-				process.stderr.write(`${PREFIX} compaction: ${res.skipped.length} block(s) not recallable (record failed): ${res.skipped.join(", ")}\n`);
+				current().diag(`${PREFIX} compaction: ${res.skipped.length} block(s) not recallable (record failed): ${res.skipped.join(", ")}`);
 			return {
 				compaction: {
 					summary: res.summary,
@@ -154,7 +165,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 				},
 			};
 		} catch (e: any) {
-			process.stderr.write(`${PREFIX} deterministic compaction failed (Pi's own compaction runs instead): ${e?.message ?? e}\n`);
+			current().diag(`${PREFIX} deterministic compaction failed (Pi's own compaction runs instead): ${e?.message ?? e}`);
 			return undefined;
 		}
 	});

@@ -2,7 +2,7 @@
 // Plain JavaScript, because npm runs the install check (install.js) with
 // whatever Node it finds; the adapter imports the same code. The package's
 // package.json is the one source of the version and of the platform list.
-import { readFileSync, statSync } from "node:fs";
+import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,7 +33,7 @@ export const PLATFORMS = Object.keys(manifest.optionalDependencies ?? {})
 /**
  * @typedef {"CONTEXTFOLD_BIN" | "platform package" | "package bin/" | "PATH"} Source
  * @typedef {{ bin: string, source: Source }} Found
- * @typedef {{ found: Found | null, platform: string, tried: string[], checkout: string | null, badOverride?: boolean }} Located
+ * @typedef {{ found: Found | null, platform: string, tried: string[], checkout: string | null, badOverride?: string, override?: string, instead?: Located }} Located
  * @typedef {{ protocol?: unknown, version?: unknown, build?: unknown, platform?: unknown }} Hello
  */
 
@@ -43,6 +43,29 @@ export const PLATFORMS = Object.keys(manifest.optionalDependencies ?? {})
  */
 export function exeName(platform = process.platform) {
 	return platform === "win32" ? "contextfold.exe" : "contextfold";
+}
+
+/**
+ * Why p cannot be run as the engine, or null when it can.
+ * @param {string} p
+ * @param {string} os
+ */
+function unusable(p, os) {
+	let st;
+	try {
+		st = statSync(p);
+	} catch (e) {
+		return /** @type {any} */ (e)?.code === "EACCES" ? "not readable" : "no such file";
+	}
+	if (st.isDirectory()) return "a directory, not the binary";
+	if (!st.isFile()) return "not a regular file";
+	if (os === "win32") return null;
+	try {
+		accessSync(p, constants.X_OK);
+		return null;
+	} catch {
+		return "not executable";
+	}
 }
 
 /** @param {string} p */
@@ -77,9 +100,13 @@ export function locate(o = {}) {
 
 	const override = env.CONTEXTFOLD_BIN;
 	if (override) {
-		if (isFile(override)) return hit(override, "CONTEXTFOLD_BIN");
-		tried.push(`CONTEXTFOLD_BIN=${override} (no such file)`);
-		return { found: null, platform: plat, tried, checkout: null, badOverride: true };
+		const why = unusable(override, os);
+		if (!why) return hit(override, "CONTEXTFOLD_BIN");
+		tried.push(`CONTEXTFOLD_BIN=${override} (${why})`);
+		// An explicit choice is never passed over, but the fix says what
+		// unsetting it would find.
+		const instead = locate({ ...o, env: { ...env, CONTEXTFOLD_BIN: "" } });
+		return { found: null, platform: plat, tried, checkout: null, badOverride: why, override, instead };
 	}
 	tried.push("CONTEXTFOLD_BIN (not set)");
 
@@ -93,18 +120,21 @@ export function locate(o = {}) {
 			dir = dirname(resolve(`${pkg}/package.json`));
 		} catch {}
 		const bin = dir && join(dir, "bin", exe);
-		if (bin && isFile(bin)) return hit(bin, "platform package");
-		tried.push(dir ? `${bin} (missing from ${pkg})` : `${pkg} (not installed)`);
+		const why = bin ? unusable(bin, os) : null;
+		if (bin && !why) return hit(bin, "platform package");
+		tried.push(!dir ? `${pkg} (not installed)` : why === "no such file" ? `${bin} (missing from ${pkg})` : `${bin} (${why})`);
 	}
 
 	const own = join(home, "bin", exe);
-	if (isFile(own)) return hit(own, "package bin/");
-	tried.push(`${own} (missing)`);
+	const whyOwn = unusable(own, os);
+	if (!whyOwn) return hit(own, "package bin/");
+	tried.push(`${own} (${whyOwn === "no such file" ? "missing" : whyOwn})`);
 
+	// As a shell does, PATH passes over files it cannot run.
 	const path = env.PATH ?? env.Path ?? "";
 	for (const dir of path.split(delimiter)) {
 		const p = dir && join(dir, exe);
-		if (p && isFile(p)) return hit(p, "PATH");
+		if (p && !unusable(p, os)) return hit(p, "PATH");
 	}
 	tried.push(`${exe} on PATH (not found)`);
 	return { found: null, platform: plat, tried, checkout };
@@ -115,9 +145,14 @@ export function locate(o = {}) {
  * @param {Located} l
  */
 export function notFoundMessage(l) {
-	const fix = l.badOverride
-		? `point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`
-		: PLATFORMS.includes(l.platform)
+	if (l.badOverride) {
+		const chmod = l.badOverride === "not executable" ? `make it executable (chmod +x ${l.override}), or ` : "";
+		const alt = l.instead?.found
+			? `, or unset it to use ${l.instead.found.bin} (${l.instead.found.source})`
+			: `; unsetting it finds no other engine (tried ${l.instead?.tried.slice(1).join("; ") ?? "nothing else"})`;
+		return `no contextfold engine: ${l.tried[0]}. Fix: ${chmod}point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary${alt}`;
+	}
+	const fix = PLATFORMS.includes(l.platform)
 		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): pi install npm:${PACKAGE_NAME}@${VERSION}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
 		: `build the engine with Go from the ${VERSION} source (make build) and set CONTEXTFOLD_BIN to it`;
 	const here = l.checkout && PLATFORMS.includes(l.platform) ? `; or, with Go, make build in ${l.checkout}` : "";

@@ -148,14 +148,22 @@ export class Engine {
 			}
 		});
 		this.child.stderr.on("data", (chunk: Buffer) => opts.onStderr?.(chunk.toString("utf8")));
-		this.child.on("error", (err) => {
-			helloReject(new EngineError(`cannot start engine ${opts.bin}: ${err.message}`, "spawn"));
+		this.child.on("error", (err: NodeJS.ErrnoException) => {
+			const why = err.code === "EACCES" ? "permission denied (is it executable?)" : err.code === "ENOENT" ? "no such file" : err.message;
+			helloReject(new EngineError(`cannot start engine ${opts.bin}: ${why}`, "spawn"));
 			this.fail(`engine failed: ${err.message}`);
 		});
 		this.child.on("exit", (code, signal) => {
 			// An exit status before the hello is the binary's own verdict (wrong
-			// file, wrong build); a signal may be anyone's and is retried.
-			helloReject(new EngineError(`engine ${opts.bin} exited before its hello (${signal ?? `code ${code}`})`, signal ? "signal" : "exit"));
+			// file, wrong build); a signal may be anyone's and is retried. The
+			// verdict waits for the child's stderr to drain (briefly), so the
+			// start's one message can quote what the binary printed.
+			const verdict = () => helloReject(new EngineError(`engine ${opts.bin} exited before its hello (${signal ?? `code ${code}`})`, signal ? "signal" : "exit"));
+			if (!this.awaitingHello || this.child.stderr.readableEnded) verdict();
+			else {
+				const t = setTimeout(verdict, 100);
+				this.child.stderr.once("end", () => (clearTimeout(t), verdict()));
+			}
 			this.fail(`engine exited (${signal ?? `code ${code}`})`);
 		});
 		this.child.stdin.on("error", () => {});

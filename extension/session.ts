@@ -1,6 +1,8 @@
 // One Pi session runtime's connection to its engine: start and replay,
 // per-request deltas, cached layers, fail-open. It imports no Pi runtime
 // module, so the benchmark and tests drive it outside Pi.
+import { appendFileSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type Found, locate, mismatch, notFoundMessage } from "./locate.js";
 import { Engine, EngineError } from "./protocol.ts";
@@ -33,6 +35,11 @@ const TOOL_TIMEOUT = 30_000;
 /** Warnings already shown by any Session in this process, by text: a cause
  * that outlives one session runtime (no engine, a refused engine) is said once. */
 const said = new Set<string>();
+
+function firstLine(t: string): string {
+	const line = t.trim().split("\n", 1)[0];
+	return line.length > 200 ? line.slice(0, 199) + "…" : line;
+}
 
 /** The facts of the request's model the engine's thinking rules need. */
 function modelFacts(m: ExtensionContext["model"]): Record<string, unknown> | undefined {
@@ -84,6 +91,43 @@ export class Session {
 		}
 	}
 
+	/** The log file diagnostics go to in Pi's interactive screen. */
+	logPath(): string {
+		const sm = this.ctx?.sessionManager;
+		const dir = sm?.getSessionDir();
+		const id = sm?.getSessionId();
+		return dir && id ? join(dir, "context-fold", id, "engine.log") : join(this.host.agentDir, "context-fold", "engine.log");
+	}
+
+	/**
+	 * Writes a diagnostic: stderr headless; in the interactive screen, which
+	 * stderr would overwrite, the log file, with one notification per level
+	 * naming it (debug output is info; anything else a warning).
+	 */
+	diag(text: string, quiet = false): void {
+		const ctx = this.ctx;
+		if (ctx?.mode !== "tui") {
+			process.stderr.write(text.endsWith("\n") ? text : text + "\n");
+			return;
+		}
+		const path = this.logPath();
+		const debug = /^(time=\S+ )?level=(DEBUG|INFO)\b/.test(text);
+		try {
+			mkdirSync(dirname(path), { recursive: true });
+			appendFileSync(path, text.endsWith("\n") ? text : text + "\n");
+		} catch (e: any) {
+			this.warn("log", `could not write the diagnostics log ${path}: ${e?.message ?? e}`);
+			return;
+		}
+		const kind = debug ? "log:info" : "log:warning";
+		if (quiet || this.warned.has(kind)) return;
+		this.warned.add(kind);
+		try {
+			if (debug) ctx.ui.notify(`context-fold: engine diagnostics are written to ${path}`, "info");
+			else ctx.ui.notify(`context-fold: ${firstLine(text)} (details in ${path})`, "warning");
+		} catch {}
+	}
+
 	/** Why this session has no engine, or null while it has one. */
 	get unavailable(): string | null {
 		return this.off;
@@ -107,6 +151,7 @@ export class Session {
 		const where = locate();
 		if (!where.found) return Promise.reject(this.turnOff(notFoundMessage(where)));
 		const found: Found = where.found;
+		let early = "";
 		const engine = new Engine({
 			bin: found.bin,
 			accept: (hello) => {
@@ -119,7 +164,12 @@ export class Session {
 				// Before its open completes, a failure is the start's to report.
 				if (!this.shutdown && this.opened && this.engine === engine) this.warn("crash", `${reason}; folds already committed keep applying and the engine restarts on the next request`);
 			},
-			onStderr: (t) => process.stderr.write(t),
+			// Until the engine is open, what it prints belongs to the start's
+			// one message (a wrong binary's complaint), not a second notice.
+			onStderr: (t) => {
+				if (this.opened) this.diag(t);
+				else if (early.length < 4096) early += t;
+			},
 		});
 		this.engine = engine;
 		this.opened = false;
@@ -143,10 +193,13 @@ export class Session {
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
 			if (this.engine === engine) this.opened = true;
+			if (early) this.diag(early);
 		})();
 		this.opening.catch((e) => {
-			if ((e?.code === "spawn" || e?.code === "exit") && !this.off) this.turnOff(`${e.message} (from ${found.source})`);
-			else if (!this.off) this.warn("open", `engine start failed: ${e.message}`);
+			if (early) this.diag(early, true);
+			const printed = early.trim() ? `; it printed: ${firstLine(early)}` : "";
+			if ((e?.code === "spawn" || e?.code === "exit") && !this.off) this.turnOff(`${e.message} (from ${found.source})${printed}`);
+			else if (!this.off) this.warn("open", `engine start failed: ${e.message}${printed}`);
 		});
 		return this.opening;
 	}
@@ -165,7 +218,7 @@ export class Session {
 				}
 				return true;
 			} catch (e: any) {
-				process.stderr.write(`${PREFIX} could not persist a fold entry: ${e?.message ?? e}\n`);
+				this.diag(`${PREFIX} could not persist a fold entry: ${e?.message ?? e}`);
 				return false;
 			}
 		}
@@ -205,8 +258,8 @@ export class Session {
 			this.needFull = false;
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			if (res.placements) this.placements = res.placements;
-			if (res.rejected) process.stderr.write(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only\n`);
-			if (res.collisions?.length) process.stderr.write(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})\n`);
+			if (res.rejected) this.diag(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only`);
+			if (res.collisions?.length) this.diag(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})`);
 			applyPlacements(messages, this.placements, this.layers);
 			this.footer(ctx, res.footer);
 		} catch (e: any) {

@@ -28,7 +28,7 @@ test("the platform list and version come from package.json", () => {
 	assert.equal(exeName("linux"), "contextfold");
 });
 
-test("CONTEXTFOLD_BIN wins, and a wrong one is reported, not passed over", () => {
+test("CONTEXTFOLD_BIN wins, and a wrong one is reported with its reason and what unsetting it finds, not passed over", () => {
 	const dir = mkdtempSync(join(tmpdir(), "cf-loc-"));
 	const bin = exe(join(dir, "x"));
 	const onPath = exe(join(dir, "p"));
@@ -37,9 +37,31 @@ test("CONTEXTFOLD_BIN wins, and a wrong one is reported, not passed over", () =>
 	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: join(dir, "gone"), PATH: join(dir, "p") }, platform: "linux", arch: "x64", resolve: none });
 	assert.equal(l.found, null, `must not fall back to ${onPath}`);
 	assert.deepEqual(l.tried, [`CONTEXTFOLD_BIN=${join(dir, "gone")} (no such file)`]);
-	assert.ok(notFoundMessage(l).endsWith(`(no such file). Fix: point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`), notFoundMessage(l));
+	assert.equal(
+		notFoundMessage(l),
+		`no contextfold engine: CONTEXTFOLD_BIN=${join(dir, "gone")} (no such file). Fix: point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use ${onPath} (PATH)`,
+	);
 	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: dir, PATH: "" }, platform: "linux", arch: "x64", resolve: none });
 	assert.equal(l.found, null, "a directory is not an engine");
+	const m = notFoundMessage(l);
+	assert.ok(m.startsWith(`no contextfold engine: CONTEXTFOLD_BIN=${dir} (a directory, not the binary). Fix: `), m);
+	assert.ok(m.endsWith(`; unsetting it finds no other engine (tried contextfold-linux-x64 (not installed); ${join(PKG, "bin", "contextfold")} (missing); contextfold on PATH (not found))`), m);
+
+	// A file without the execute bit: named, with the chmod that fixes it.
+	const plain = join(dir, "plain");
+	writeFileSync(plain, "");
+	chmodSync(plain, 0o644);
+	l = locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: plain, PATH: join(dir, "p") }, platform: "linux", arch: "x64", resolve: none });
+	assert.equal(l.found, null);
+	assert.ok(notFoundMessage(l).startsWith(`no contextfold engine: CONTEXTFOLD_BIN=${plain} (not executable). Fix: make it executable (chmod +x ${plain}), or point`), notFoundMessage(l));
+	// Windows has no execute bit.
+	assert.deepEqual(locate({ packageDir: PKG, env: { CONTEXTFOLD_BIN: plain, PATH: "" }, platform: "win32", arch: "x64", resolve: none }).found, { bin: plain, source: "CONTEXTFOLD_BIN" });
+	// PATH passes over a file it cannot run, as a shell does.
+	const q = join(dir, "q");
+	mkdirSync(q);
+	writeFileSync(join(q, "contextfold"), "");
+	chmodSync(join(q, "contextfold"), 0o644);
+	assert.deepEqual(locate({ packageDir: PKG, env: { PATH: [q, join(dir, "p")].join(":") }, platform: "linux", arch: "x64", resolve: none }).found, { bin: onPath, source: "PATH" });
 });
 
 test("the platform package is resolved from this package, before bin/ and PATH", () => {

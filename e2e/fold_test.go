@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 // noCompaction keeps Pi's own compaction out of the folding tests: with a
@@ -233,6 +236,34 @@ func TestNothingFoldedMeansByteIdentical(t *testing.T) {
 			t.Fatalf("loaded: request %d does not declare recall_folded", k)
 		}
 	}
+	// What loading it costs every request: the two tools' declarations and
+	// their lines in the system prompt. The README states the figure.
+	added := tokens.Units(string(with[0])) - tokens.Units(string(raw[0]))
+	want := readmeFigure(t, `the two tools' declarations and their lines in the system prompt add about ([0-9,]+) characters \(~([0-9,]+) tokens\)`)
+	if added < want[0]*95/100 || added > want[0]*105/100 || tokens.EstimateUnits(added) < want[1]*95/100 || tokens.EstimateUnits(added) > want[1]*105/100 {
+		t.Fatalf("loading adds %d characters (~%d tokens) to every request; the README says %d (~%d)", added, tokens.EstimateUnits(added), want[0], want[1])
+	}
+	t.Logf("loading adds %d characters (~%d tokens) to every request", added, tokens.EstimateUnits(added))
+}
+
+// readmeFigure returns the numbers the README states in the sentence re
+// matches (its line breaks read as spaces).
+func readmeFigure(t *testing.T, re string) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(re).FindStringSubmatch(strings.Join(strings.Fields(string(data)), " "))
+	if m == nil {
+		t.Fatalf("README.md states no figure matching %s", re)
+	}
+	var out []int
+	for _, g := range m[1:] {
+		n, _ := strconv.Atoi(strings.ReplaceAll(g, ",", ""))
+		out = append(out, n)
+	}
+	return out
 }
 
 // TestFoldingKeepsMessageCount: the same script with and without folding
@@ -390,6 +421,33 @@ func TestPackageLoadsByPathAndInstall(t *testing.T) {
 	if !declares(env.Server.Requests()) {
 		t.Fatal("pi install <checkout> did not load the extension")
 	}
+
+	// Installed and -e on the same path: loaded once. -e on a second copy:
+	// the tool names conflict at load (the README says both).
+	n := env.Server.Len()
+	cmd = env.command(context.Background(), append(args[:len(args)-1:len(args)-1], "-e", RepoRoot(t), "go"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pi installed + -e on the same path: %v\n%s", err, out)
+	}
+	if reqs := env.Server.Requests()[n:]; !declares(reqs) || strings.Count(string(reqs[0].Body), `"name":"recall_folded"`) != 1 {
+		t.Fatal("installed + -e on the same path did not load the extension exactly once")
+	}
+	cp := t.TempDir()
+	for _, f := range []string{"package.json", "extension/index.ts", "extension/session.ts", "extension/protocol.ts", "extension/wire.ts", "extension/tools.ts", "extension/menu.ts", "extension/advisory.ts", "extension/locate.js"} {
+		data, err := os.ReadFile(filepath.Join(RepoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(cp, f)), 0o755)
+		os.WriteFile(filepath.Join(cp, f), data, 0o644)
+	}
+	os.Symlink(filepath.Join(RepoRoot(t), "node_modules"), filepath.Join(cp, "node_modules"))
+	cmd = env.command(context.Background(), append(args[:len(args)-1:len(args)-1], "-e", cp, "go"))
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "recall_folded") || !strings.Contains(strings.ToLower(string(out)), "conflict") {
+		t.Fatalf("installed + -e on a second copy loaded without a conflict:\n%s", out)
+	}
+	t.Logf("a second copy: %s", strings.TrimSpace(string(out)))
 }
 
 // recaller answers a user message "RECALL <code>" with one recall_folded

@@ -122,9 +122,21 @@ func (win *Window) SeriesSVG(w io.Writer, order []string) {
 		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", L, W-R, y(v), y(v), L-6, y(v)+4, tk(float64(v)))
 	}
 	if win.Window > 0 {
-		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/><text x="%d" y="%.1f" fill="#666">window</text>`+"\n", L, W-R, y(win.Window), y(win.Window), W-R+4, y(win.Window)+4)
+		// Labelled inside the plot, above its line: the legend owns the
+		// right margin.
+		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="4 3"/><text x="%d" y="%.1f" fill="#666">window %s</text>`+"\n", L, W-R, y(win.Window), y(win.Window), L+6, y(win.Window)-5, tk(float64(win.Window)))
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">request</text>`+"\n", (L+W-R)/2, H-8)
+	// Requests are numbered from 1: the first point is request 1.
+	for _, n := range ticks(maxX) {
+		if n == 0 {
+			n = 1
+		} else if n == 1 {
+			continue
+		}
+		fmt.Fprintf(w, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x(n-1), x(n-1), H-B, H-B+4, x(n-1), H-B+17, n)
+	}
+	fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#999"/>`+"\n", L, W-R, H-B, H-B)
+	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">request</text>`+"\n", (L+W-R)/2, H-6)
 	for k, name := range order {
 		s := win.Series[name]
 		if len(s) == 0 {

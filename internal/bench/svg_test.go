@@ -45,7 +45,7 @@ func TestSeriesSVGLayout(t *testing.T) {
 		window int
 		raw    []int
 	}{
-		{128_000, []int{20_000, 60_000, 128_000, 90_000}},                        // peaks at the window: the window line at the top
+		{128_000, []int{20_000, 60_000, 128_000, 90_000}},                           // peaks at the window: the window line at the top
 		{32_000, []int{5_000, 12_000, 40_000, 31_000, 9_000, 30_000, 35_000, 2000}}, // past it
 		{200_000, make([]int, 900)},
 	} {

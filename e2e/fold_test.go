@@ -433,7 +433,7 @@ func TestPackageLoadsByPathAndInstall(t *testing.T) {
 		t.Fatal("installed + -e on the same path did not load the extension exactly once")
 	}
 	cp := t.TempDir()
-	for _, f := range []string{"package.json", "extension/index.ts", "extension/session.ts", "extension/protocol.ts", "extension/wire.ts", "extension/tools.ts", "extension/menu.ts", "extension/advisory.ts", "extension/locate.js"} {
+	for _, f := range []string{"package.json", "index.ts", "extension/index.ts", "extension/session.ts", "extension/protocol.ts", "extension/wire.ts", "extension/tools.ts", "extension/menu.ts", "extension/advisory.ts", "extension/locate.js"} {
 		data, err := os.ReadFile(filepath.Join(RepoRoot(t), f))
 		if err != nil {
 			t.Fatal(err)

@@ -7,9 +7,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextfold/contextfold/internal/version"
 )
@@ -132,14 +135,14 @@ func TestTarballContents(t *testing.T) {
 	}
 	files := packed(t, tarball(t, dist, mainPackage))
 	var size int64
-	allowed := regexp.MustCompile(`^package/(LICENSE|README\.md|package\.json|extension/[a-z]+\.ts|extension/(locate|install)\.js)$`)
+	allowed := regexp.MustCompile(`^package/(LICENSE|README\.md|package\.json|index\.ts|extension/[a-z]+\.ts|extension/(locate|install)\.js)$`)
 	for n, h := range files {
 		size += h.Size
 		if !allowed.MatchString(n) {
 			t.Errorf("%s holds %s, which the user does not run", mainPackage, n)
 		}
 	}
-	for _, must := range []string{"package/extension/index.ts", "package/extension/locate.js", "package/extension/install.js", "package/LICENSE"} {
+	for _, must := range []string{"package/index.ts", "package/extension/index.ts", "package/extension/locate.js", "package/extension/install.js", "package/LICENSE"} {
 		if files[must] == nil {
 			t.Errorf("%s lacks %s", mainPackage, must)
 		}
@@ -442,6 +445,18 @@ func npmMajor(t *testing.T) int {
 }
 
 // registryEnv is a Pi sandbox whose npm talks only to reg, with a fresh cache.
+// mergeSettings returns the settings file at path with keys set over it.
+func mergeSettings(t *testing.T, path string, keys map[string]any) map[string]any {
+	t.Helper()
+	var s map[string]any
+	data, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(data, &s) != nil {
+		t.Fatalf("settings %s: %v", path, err)
+	}
+	maps.Copy(s, keys)
+	return s
+}
+
 func registryEnv(t *testing.T, cfg Config, reg *registry) *Env {
 	t.Helper()
 	cfg.Extension = ""
@@ -497,6 +512,23 @@ func TestPiInstallFromRegistry(t *testing.T) {
 		t.Fatalf("status does not name %s:\n%s%s", engine, st.Stdout, st.Stderr)
 	}
 	t.Logf("npm asked the registry for %v", reg.Asked())
+
+	// Pi's startup listing names the package by its own name.
+	env.writeJSON(filepath.Join(env.AgentDir, "settings.json"), mergeSettings(t, filepath.Join(env.AgentDir, "settings.json"), map[string]any{"quietStartup": false}))
+	var targs []string
+	for _, a := range env.Args("text")[3:] {
+		if a != "--no-extensions" {
+			targs = append(targs, a)
+		}
+	}
+	u := startTUIArgs(t, env, 120, 40, targs)
+	u.wait("[Extensions]", false, 30*time.Second)
+	screen := u.pane()
+	listed := strings.Fields(screen[strings.Index(screen, "[Extensions]")+len("[Extensions]"):])
+	if want := mainPackage + "@" + version.Number; len(listed) == 0 || listed[0] != want {
+		t.Fatalf("Pi lists the extension as %q, want %q:\n%s", listed[:min(1, len(listed))], want, screen)
+	}
+	u.keys("C-d")
 
 	// No engine packages on the registry.
 	bare := startRegistry(t, tarball(t, dist, mainPackage))

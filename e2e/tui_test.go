@@ -51,13 +51,18 @@ func (u *tui) text(s string)    { u.tmux("send-keys", "-t", "pi", "-l", s) }
 // startTUI launches interactive Pi for env in a cols×rows terminal.
 func startTUI(t *testing.T, env *Env, cols, rows int) *tui {
 	t.Helper()
+	return startTUIArgs(t, env, cols, rows, env.Args("text")[3:]) // drop -p --mode text: interactive
+}
+
+// startTUIArgs launches interactive Pi with the arguments after cli.js.
+func startTUIArgs(t *testing.T, env *Env, cols, rows int, args []string) *tui {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CONTEXTFOLD_E2E") == "1" {
 			t.Fatal("tmux is required for the TUI test (apt-get install -y tmux)")
 		}
 		t.Skip("tmux not installed")
 	}
-	args := env.Args("text")[3:] // drop -p --mode text: interactive
 	var quoted []string
 	for _, a := range append([]string{env.Pi.Node, env.Pi.CLI}, args...) {
 		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")

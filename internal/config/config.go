@@ -110,19 +110,20 @@ func choice(opts ...string) func(string) (string, float64, error) {
 	}
 }
 
-// Knobs is the table of every setting, in menu order.
+// Knobs is the table of every setting, in menu order. Label, Hint and
+// Meaning are shown to the user as they are.
 var Knobs = []Knob{
-	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: fold when the cache re-write pays back on the requests still to come; ladder: the seed design's fixed thresholds (first fold at, fold step)", schedule.Profiles, choice(schedule.Profiles...)},
-	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "(0, 1]", "ladder policy: first fold when usage reaches this fraction of the window", nil, fraction},
-	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "(0, 1]", "ladder policy: a fold event must mask at least this fraction of the window", nil, fraction},
-	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "(0, 1]", "ladder policy: first-fold threshold while the session never had a live cache read", nil, fraction},
-	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "(0, 1]", "budget = min(budget cap, this × window); crossing it folds urgently", nil, fraction},
+	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: fold only when the cheaper requests after a fold repay the prompt-cache re-write it causes; ladder: fixed thresholds — fold once usage passes First fold at (a fraction of the context window), then whenever at least Fold step of the window can be folded", schedule.Profiles, choice(schedule.Profiles...)},
+	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "a number in (0, 1]", "ladder policy: fold once usage reaches this fraction of the context window", nil, fraction},
+	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "a number in (0, 1]", "ladder policy: fold only when at least this fraction of the context window can be folded at once", nil, fraction},
+	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "a number in (0, 1]", "ladder policy: First fold at, while the provider has not yet served any of this session from its prompt cache", nil, fraction},
+	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "a number in (0, 1]", "budget = min(budget cap, this × context window); crossing it folds at once", nil, fraction},
 	{"budgetCap", "CONTEXTFOLD_BUDGET_CAP", "Budget cap", "200000", "tokens ≥ 0, or off", "absolute budget in tokens; off disables", nil, count(true)},
-	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "10000", "tokens ≥ 0", "protected working tail in tokens (at most half the budget; the newest block is always protected)", nil, count(false)},
-	{"compact", "CONTEXTFOLD_COMPACT", "Hard compaction", "det", "det or native", "det: deterministic verbatim index, no model call; native: Pi's own LLM compaction", []string{"det", "native"}, choice("det", "native")},
+	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "10000", "tokens ≥ 0", "the newest this many tokens of the conversation never fold (at most half the budget; the newest message always stays)", nil, count(false)},
+	{"compact", "CONTEXTFOLD_COMPACT", "Hard compaction", "det", "det or native", "det: context-fold compacts without a model call, into a verbatim list of your messages, files, commands and errors; native: Pi's own LLM summary", []string{"det", "native"}, choice("det", "native")},
 	{"cacheIdleMinutes", "CONTEXTFOLD_CACHE_IDLE_MINUTES", "Cache idle minutes", "30", "minutes ≥ 0, or off", "warn when the provider's prompt cache has probably expired after this long idle; 0/off disables (per provider in the file: providerCacheIdleMinutes)", nil, minutes},
 	{"confirmColdPrompt", "CONTEXTFOLD_CONFIRM_COLD_PROMPT", "Confirm cold prompt", "off", "on or off", "ask before sending an interactive prompt that would rebill an expired cache", []string{"off", "on"}, choice("off", "on")},
-	{"reconTokens", "CONTEXTFOLD_RECON_TOKENS", "Reset cost estimate", "18000", "tokens > 0", "what a fresh session seeded with the handoff index costs, for the reset-pays-back estimate", nil, positive},
+	{"reconTokens", "CONTEXTFOLD_RECON_TOKENS", "Reset cost estimate", "18000", "tokens > 0", "what a fresh session started with /fold-handoff costs, for the status line's \"a fresh session would pay for itself\" estimate", nil, positive},
 }
 
 // Lookup returns the knob with key.
@@ -188,14 +189,14 @@ func Resolve(env map[string]string, file []byte) Resolved {
 			if t, n, err := k.parse(rawText(raw)); err == nil {
 				text, num, src = t, n, File
 			} else {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("%s %s=%s is invalid (%s); using the default", FileName, k.Key, raw, k.Hint))
+				r.Warnings = append(r.Warnings, fmt.Sprintf("%s %s=%s is invalid (want %s); using the default", FileName, k.Key, raw, k.Hint))
 			}
 		}
 		if s, ok := env[k.Env]; ok {
 			if t, n, err := k.parse(s); err == nil {
 				text, num, src = t, n, Env
 			} else {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("%s=%q is invalid (%s); ignoring it", k.Env, s, k.Hint))
+				r.Warnings = append(r.Warnings, fmt.Sprintf("%s=%q is invalid (want %s); ignoring it", k.Env, s, k.Hint))
 			}
 		}
 		r.apply(k.Key, text, num)
@@ -286,7 +287,7 @@ func Save(path, key, value, provider string) error {
 	if !remove {
 		text, n, err := k.parse(value)
 		if err != nil {
-			return fmt.Errorf("%s: %q is not a valid value (%s)", k.Label, value, k.Hint)
+			return fmt.Errorf("%s: %q is not a valid value (want %s)", k.Label, value, k.Hint)
 		}
 		if k.Choices != nil || text == "off" {
 			enc, _ = json.Marshal(text)

@@ -116,3 +116,15 @@ func TestSaveConcurrent(t *testing.T) {
 		t.Fatalf("%d of 24 providers saved: %s", len(doc.Per), data)
 	}
 }
+
+// TestMeaningsInUserTerms: no internal design vocabulary in what the menu
+// shows.
+func TestMeaningsInUserTerms(t *testing.T) {
+	for _, k := range Knobs {
+		for _, word := range []string{"seed", "ledger", "block", "layer", "digest", "registry", "recon", "index "} {
+			if text := strings.ToLower(k.Label + " " + k.Hint + " " + k.Meaning); strings.Contains(text, word) {
+				t.Errorf("%s: %q in %q", k.Key, word, text)
+			}
+		}
+	}
+}

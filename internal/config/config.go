@@ -1,11 +1,13 @@
 // Package config resolves context-fold's settings: built-in default <
 // <agentDir>/context-fold.json < CONTEXTFOLD_* environment. An invalid value
-// is reported once and the next source down is used, so a typo never
-// disables folding or changes it silently. Edits made from the settings
-// menu are written back to the file, keeping any key it does not manage.
+// is reported once, naming the value used instead, and the next source down
+// is used, so a typo never disables folding or changes it silently. Edits
+// made from the settings menu are written back to the file, keeping any key
+// it does not manage.
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/contextfold/contextfold/internal/lockfile"
 	"github.com/contextfold/contextfold/internal/policy"
@@ -154,16 +157,15 @@ type Resolved struct {
 	ConfirmCold  bool               `json:"confirmColdPrompt"`
 	ReconTokens  int                `json:"reconTokens"`
 	Values       []Value            `json:"values"`
-	Warnings     []string           `json:"warnings,omitempty"`
+	// Warnings are one line per cause, for the user, in a stable order.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // IdleFor returns the idle interval for a provider (the environment
 // overrides every provider's saved value).
 func (r *Resolved) IdleFor(provider string) float64 {
-	for _, v := range r.Values {
-		if v.Key == "cacheIdleMinutes" && v.Source == Env {
-			return r.IdleMinutes
-		}
+	if v, ok := r.Value("cacheIdleMinutes"); ok && v.Source == Env {
+		return r.IdleMinutes
 	}
 	if m, ok := r.ProviderIdle[provider]; ok {
 		return m
@@ -171,50 +173,236 @@ func (r *Resolved) IdleFor(provider string) float64 {
 	return r.IdleMinutes
 }
 
-// Resolve applies defaults, then the saved file's values, then the
-// environment's, skipping (with a warning) any invalid value.
-func Resolve(env map[string]string, file []byte) Resolved {
-	r := Resolved{ProviderIdle: map[string]float64{}}
-	saved := map[string]json.RawMessage{}
-	if len(file) > 0 {
-		if err := json.Unmarshal(file, &saved); err != nil {
-			r.Warnings = append(r.Warnings, FileName+" is not a JSON object; ignoring it: "+err.Error())
-			saved = map[string]json.RawMessage{}
+// Value returns the effective value of the knob with key.
+func (r *Resolved) Value(key string) (Value, bool) {
+	for _, v := range r.Values {
+		if v.Key == key {
+			return v, true
 		}
 	}
+	return Value{}, false
+}
+
+// providerIdleKey is the file's per-provider cacheIdleMinutes object.
+const providerIdleKey = "providerCacheIdleMinutes"
+
+// Load reads the settings file at path ("" for none) and resolves it with
+// env. A missing file is no file; a directory or an unreadable file in its
+// place is reported and its settings are ignored.
+func Load(env map[string]string, path string) Resolved {
+	if path == "" {
+		return Resolve(env, nil)
+	}
+	data, problem := read(path)
+	return resolve(env, data, path, problem)
+}
+
+// read returns the file at path, or why it cannot be used ("" when it is
+// simply absent).
+func read(path string) ([]byte, string) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, path + " is a directory, not a settings file"
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("%s cannot be read (%s)", path, reason(err))
+	}
+	return data, ""
+}
+
+// reason is err without the operation and path a *fs.PathError repeats.
+func reason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Resolve applies defaults, then the saved file's values (file, nil for
+// none), then the environment's, skipping (with a warning) any invalid
+// value. An empty variable is unset.
+func Resolve(env map[string]string, file []byte) Resolved {
+	return resolve(env, file, FileName, "")
+}
+
+// resolve is Resolve with the file's path, for messages, and a problem
+// reading it (its settings are then ignored).
+func resolve(env map[string]string, file []byte, path, problem string) Resolved {
+	r := Resolved{ProviderIdle: map[string]float64{}}
+	doc, err := decodeObject(file)
+	if err != nil {
+		problem = path + " " + err.Error()
+	}
+	var warn []string
+	var fromEnv []string
 	for _, k := range Knobs {
 		text, num, _ := k.parse(k.Default)
 		src := Default
-		if raw, ok := saved[k.Key]; ok {
+		var bad []string
+		if raw, ok := doc[k.Key]; ok && !blank(raw) {
 			if t, n, err := k.parse(rawText(raw)); err == nil {
 				text, num, src = t, n, File
 			} else {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("%s %s=%s is invalid (want %s); using the default", FileName, k.Key, raw, k.Hint))
+				bad = append(bad, fmt.Sprintf("%s %q: %s", FileName, k.Key, short(raw)))
 			}
 		}
-		if s, ok := env[k.Env]; ok {
+		if s := env[k.Env]; strings.TrimSpace(s) != "" {
 			if t, n, err := k.parse(s); err == nil {
 				text, num, src = t, n, Env
+				fromEnv = append(fromEnv, k.Env)
 			} else {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("%s=%q is invalid (want %s); ignoring it", k.Env, s, k.Hint))
+				bad = append([]string{fmt.Sprintf("%s=%q", k.Env, s)}, bad...)
 			}
+		}
+		v := Value{Knob: k, Value: text, Number: num, Source: src}
+		if len(bad) > 0 {
+			verb := "is"
+			if len(bad) > 1 {
+				verb = "are"
+			}
+			warn = append(warn, fmt.Sprintf("%s %s invalid (want %s); using %s", strings.Join(bad, " and "), verb, k.Hint, v.origin()))
 		}
 		r.apply(k.Key, text, num)
-		r.Values = append(r.Values, Value{Knob: k, Value: text, Number: num, Source: src})
+		r.Values = append(r.Values, v)
 	}
-	if raw, ok := saved["providerCacheIdleMinutes"]; ok {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) == nil {
-			k, _ := Lookup("cacheIdleMinutes")
-			for p, v := range m {
-				if _, n, err := k.parse(rawText(v)); err == nil && strings.TrimSpace(p) != "" {
-					r.ProviderIdle[p] = n
-				}
-			}
+	warn = append(warn, r.providerIdle(doc)...)
+	if problem != "" {
+		using := "using the defaults"
+		if len(fromEnv) > 0 {
+			using += " and " + strings.Join(fromEnv, ", ")
 		}
+		warn = append([]string{problem + "; its settings are ignored, " + using}, warn...)
 	}
-	sort.Strings(r.Warnings)
+	r.Warnings = warn
 	return r
+}
+
+// origin names a value and where it came from, for "using …".
+func (v Value) origin() string {
+	switch v.Source {
+	case Env:
+		return fmt.Sprintf("%s from %s", v.Value, v.Env)
+	case File:
+		return fmt.Sprintf("%s from %s", v.Value, FileName)
+	}
+	return "the default " + v.Value
+}
+
+// providerIdle reads the file's per-provider idle minutes, with a warning
+// for each invalid entry.
+func (r *Resolved) providerIdle(doc map[string]json.RawMessage) []string {
+	raw, ok := doc[providerIdleKey]
+	if !ok || blank(raw) {
+		return nil
+	}
+	general, _ := r.Value("cacheIdleMinutes")
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return []string{fmt.Sprintf(`%s %q: %s is invalid (want provider names with minutes, e.g. {"anthropic": 5}); every provider uses %s`, FileName, providerIdleKey, short(raw), general.origin())}
+	}
+	k, _ := Lookup("cacheIdleMinutes")
+	var warn []string
+	for _, p := range sortedKeys(m) {
+		if blank(m[p]) {
+			continue
+		}
+		bad := fmt.Sprintf("%s %s %q: %s", FileName, providerIdleKey, p, short(m[p]))
+		if strings.TrimSpace(p) == "" {
+			warn = append(warn, bad+" is invalid (want a provider name, e.g. anthropic); ignoring it")
+			continue
+		}
+		_, n, err := k.parse(rawText(m[p]))
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("%s is invalid (want %s); %s uses %s", bad, k.Hint, p, general.origin()))
+			continue
+		}
+		r.ProviderIdle[p] = n
+	}
+	return warn
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// decodeObject parses the settings file; a blank file is an empty one. Its
+// error reads "is not …" after the file's name, with no Go type in it.
+func decodeObject(data []byte) (map[string]json.RawMessage, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // an editor's UTF-8 BOM
+	doc := map[string]json.RawMessage{}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return doc, nil
+	}
+	var raw json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			return nil, fmt.Errorf("is not valid JSON (line %d, column %d: %s)", line, col, se.Error())
+		}
+		return nil, errors.New("is not valid JSON")
+	}
+	if trimmed[0] != '{' {
+		return nil, fmt.Errorf("is not a JSON object of settings (it holds %s)", jsonKind(trimmed[0]))
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, errors.New("is not valid JSON")
+	}
+	return doc, nil
+}
+
+// position is the 1-based line and column (in characters) of the byte a
+// json.SyntaxError's offset points past.
+func position(data []byte, offset int64) (line, col int) {
+	i := int(offset) - 1
+	i = max(0, min(i, len(data)))
+	before := data[:i]
+	nl := bytes.LastIndexByte(before, '\n')
+	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[nl+1:]) + 1
+}
+
+func jsonKind(first byte) string {
+	switch first {
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// blank is a value that means "not set": JSON null or an empty string.
+func blank(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s == "null" || s == `""`
+}
+
+// short is a file value as the user wrote it, on one line and bounded.
+func short(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	s := b.String()
+	if utf8.RuneCountInString(s) > 60 {
+		s = string([]rune(s)[:57]) + "…"
+	}
+	return s
 }
 
 func rawText(raw json.RawMessage) string {
@@ -269,18 +457,13 @@ func Save(path, key, value, provider string) error {
 		return err
 	}
 	defer unlock()
-	doc := map[string]json.RawMessage{}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if len(strings.TrimSpace(string(data))) > 0 {
-			if err := json.Unmarshal(data, &doc); err != nil {
-				return fmt.Errorf("%s is not a JSON object; not overwriting it: %w", path, err)
-			}
-		}
+	data, problem := read(path)
+	if problem != "" {
+		return fmt.Errorf("%s; not saving %s", problem, k.Label)
+	}
+	doc, err := decodeObject(data)
+	if err != nil {
+		return fmt.Errorf("%s %s; not overwriting it, so %s is not saved", path, err, k.Label)
 	}
 	remove := value == "" || strings.EqualFold(value, "default")
 	var enc json.RawMessage
@@ -297,7 +480,7 @@ func Save(path, key, value, provider string) error {
 	}
 	if provider != "" && key == "cacheIdleMinutes" {
 		per := map[string]json.RawMessage{}
-		if raw, ok := doc["providerCacheIdleMinutes"]; ok {
+		if raw, ok := doc[providerIdleKey]; ok {
 			json.Unmarshal(raw, &per)
 		}
 		if remove {
@@ -306,9 +489,9 @@ func Save(path, key, value, provider string) error {
 			per[provider] = enc
 		}
 		if len(per) == 0 {
-			delete(doc, "providerCacheIdleMinutes")
+			delete(doc, providerIdleKey)
 		} else {
-			doc["providerCacheIdleMinutes"], _ = json.Marshal(per)
+			doc[providerIdleKey], _ = json.Marshal(per)
 		}
 	} else if remove {
 		delete(doc, key)

@@ -36,8 +36,8 @@ func TestResolvePrecedence(t *testing.T) {
 	if r.Knobs != want || r.Compact != "native" || !r.ConfirmCold {
 		t.Fatalf("resolved %+v", r)
 	}
-	if len(r.Warnings) != 2 {
-		t.Fatalf("warnings %v", r.Warnings)
+	if len(r.Warnings) != 3 { // CONTEXTFOLD_TAIL, coldFoldAt, providerCacheIdleMinutes "bad"
+		t.Fatalf("warnings %q", r.Warnings)
 	}
 	src := map[string]Source{}
 	for _, v := range r.Values {

@@ -1,9 +1,10 @@
 // Package config resolves context-fold's settings: built-in default <
 // <agentDir>/context-fold.json < CONTEXTFOLD_* environment. An invalid value
 // is reported once, naming the value used instead, and the next source down
-// is used, so a typo never disables folding or changes it silently. Edits
-// made from the settings menu are written back to the file, keeping any key
-// it does not manage.
+// is used, so a typo never disables folding or changes it silently; an
+// unknown key or CONTEXTFOLD_* variable is reported once too, with the
+// nearest known name. Edits made from the settings menu are written back to
+// the file, keeping any key it does not manage.
 package config
 
 import (
@@ -270,6 +271,8 @@ func resolve(env map[string]string, file []byte, path, problem string) Resolved 
 		r.Values = append(r.Values, v)
 	}
 	warn = append(warn, r.providerIdle(doc)...)
+	warn = append(warn, unknownKeys(doc)...)
+	warn = append(warn, unknownEnv(env)...)
 	if problem != "" {
 		using := "using the defaults"
 		if len(fromEnv) > 0 {

@@ -117,3 +117,34 @@ func TestUnusableFile(t *testing.T) {
 	os.WriteFile(locked, []byte(`{}`), 0o000)
 	oneWarning(t, Load(nil, locked), locked+" cannot be read (permission denied)")
 }
+
+// TestUnknownNames: a misspelled key or variable is reported once, with
+// the nearest known name when one is close.
+func TestUnknownNames(t *testing.T) {
+	tial := "CONTEXTFOLD_" + "TIAL" // split, so the source scan does not take it for a name the code reads
+	oneWarning(t, Resolve(map[string]string{tial: "8000"}, nil), tial+" is not a context-fold variable; ignoring it — did you mean CONTEXTFOLD_TAIL?")
+	lower := "CONTEXTFOLD_" + "fold_at"
+	oneWarning(t, Resolve(map[string]string{lower: "0.3"}, nil), "did you mean CONTEXTFOLD_FOLD_AT?")
+	far := "CONTEXTFOLD_" + "WHATEVER"
+	if w := oneWarning(t, Resolve(map[string]string{far: "1"}, nil), far+" is not a context-fold variable"); strings.Contains(w, "did you mean") {
+		t.Fatalf("a far name gets a guess: %q", w)
+	}
+	known := map[string]string{"CONTEXTFOLD_BIN": "/x", "CONTEXTFOLD_E2E": "1", "CONTEXTFOLD_DUMP": "/d", "HOME": "/h"}
+	if r := Resolve(known, nil); len(r.Warnings) != 0 {
+		t.Fatalf("known variables flagged: %q", r.Warnings)
+	}
+	oneWarning(t, Resolve(nil, []byte(`{"tial":8000,"_comment":"mine","$schema":"x"}`)), `context-fold.json "tial" is not a context-fold setting; ignoring it — did you mean "tail"?`)
+	oneWarning(t, Resolve(nil, []byte(`{"FoldAt":0.3}`)), `did you mean "foldAt"?`)
+	oneWarning(t, Resolve(nil, []byte(`{"providerCacheIdleMinute":{"a":5}}`)), `did you mean "providerCacheIdleMinutes"?`)
+}
+
+func TestDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"TIAL", "TAIL", 1}, {"TAIL", "TAIL", 0}, {"", "ABC", 3}, {"FOLDAT", "FOLD_AT", 1}, {"KITTEN", "SITTING", 3}} {
+		if got := distance(c.a, c.b); got != c.d {
+			t.Errorf("distance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
+		}
+	}
+}

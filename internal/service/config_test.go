@@ -1,0 +1,51 @@
+package service
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/config"
+)
+
+// TestOpenWarnsAboutSettings: what the adapter shows from open — a bad
+// value with the value used instead, a misspelled variable and key with a
+// guess — one line per cause, none for an empty variable.
+func TestOpenWarnsAboutSettings(t *testing.T) {
+	client, _ := start(t)
+	agent := t.TempDir()
+	os.WriteFile(filepath.Join(agent, config.FileName), []byte(`{"tail":"-5","foldAt":0.3,"foldSetp":0.2}`), 0o644)
+	tial := "CONTEXTFOLD_" + "TIAL"
+	var res OpenResult
+	if err := call(t, client, "open", OpenParams{SessionID: "s1", AgentDir: agent, Env: map[string]string{
+		"CONTEXTFOLD_TAIL": "abc", tial: "8000", "CONTEXTFOLD_POLICY": "", "CONTEXTFOLD_BIN": "/x",
+	}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`CONTEXTFOLD_TAIL="abc" and context-fold.json "tail": "-5" are invalid (want tokens ≥ 0); using the default 10000`,
+		`context-fold.json "foldSetp" is not a context-fold setting; ignoring it — did you mean "foldStep"?`,
+		tial + ` is not a context-fold variable; ignoring it — did you mean CONTEXTFOLD_TAIL?`,
+	}
+	if strings.Join(res.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("open warnings:\n%s\nwant:\n%s", strings.Join(res.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A corrupt file: a plain message with its path and the position.
+	path := filepath.Join(agent, config.FileName)
+	os.WriteFile(path, []byte("{\"tail\": 5,}"), 0o644)
+	res = OpenResult{}
+	call(t, client, "open", OpenParams{SessionID: "s1", AgentDir: agent}, &res)
+	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], path+" is not valid JSON (line 1, column 12: ") || strings.Contains(res.Warnings[0], "map[") {
+		t.Fatalf("corrupt file: %q", res.Warnings)
+	}
+	// A directory in its place.
+	os.Remove(path)
+	os.Mkdir(path, 0o755)
+	res = OpenResult{}
+	call(t, client, "open", OpenParams{SessionID: "s1", AgentDir: agent}, &res)
+	if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], path+" is a directory") {
+		t.Fatalf("directory: %q", res.Warnings)
+	}
+}

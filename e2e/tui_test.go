@@ -100,7 +100,7 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 	u.wait("clears the saved value", false, 10*time.Second)
 	u.text("0.3")
 	u.keys("Enter")
-	u.wait("First fold at: 0.3 (file)", false, 10*time.Second)
+	u.wait("First fold at: 0.3 (saved)", false, 10*time.Second)
 	u.keys("Escape")
 	u.wait("pick one to change", true, 10*time.Second)
 	u.keys("Escape")

@@ -140,12 +140,17 @@ func Lookup(key string) (Knob, bool) {
 	return Knob{}, false
 }
 
-// Value is one knob's effective value.
+// Value is one knob's effective value. Row and Prompt are the settings
+// menu's text for it.
 type Value struct {
 	Knob
 	Value  string  `json:"value"`
 	Number float64 `json:"-"`
 	Source Source  `json:"source"`
+	// Saved is the file's valid value, also when the environment overrides it.
+	Saved  string `json:"saved,omitempty"`
+	Row    string `json:"row"`
+	Prompt string `json:"prompt"`
 }
 
 // Resolved is the effective configuration.
@@ -242,11 +247,11 @@ func resolve(env map[string]string, file []byte, path, problem string) Resolved 
 	var fromEnv []string
 	for _, k := range Knobs {
 		text, num, _ := k.parse(k.Default)
-		src := Default
+		src, saved := Default, ""
 		var bad []string
 		if raw, ok := doc[k.Key]; ok && !blank(raw) {
 			if t, n, err := k.parse(rawText(raw)); err == nil {
-				text, num, src = t, n, File
+				text, num, src, saved = t, n, File, t
 			} else {
 				bad = append(bad, fmt.Sprintf("%s %q: %s", FileName, k.Key, short(raw)))
 			}
@@ -259,7 +264,7 @@ func resolve(env map[string]string, file []byte, path, problem string) Resolved 
 				bad = append([]string{fmt.Sprintf("%s=%q", k.Env, s)}, bad...)
 			}
 		}
-		v := Value{Knob: k, Value: text, Number: num, Source: src}
+		v := Value{Knob: k, Value: text, Number: num, Source: src, Saved: saved}
 		if len(bad) > 0 {
 			verb := "is"
 			if len(bad) > 1 {
@@ -267,6 +272,7 @@ func resolve(env map[string]string, file []byte, path, problem string) Resolved 
 			}
 			warn = append(warn, fmt.Sprintf("%s %s invalid (want %s); using %s", strings.Join(bad, " and "), verb, k.Hint, v.origin()))
 		}
+		v.Row, v.Prompt = v.row(), v.prompt()
 		r.apply(k.Key, text, num)
 		r.Values = append(r.Values, v)
 	}
@@ -293,6 +299,37 @@ func (v Value) origin() string {
 		return fmt.Sprintf("%s from %s", v.Value, FileName)
 	}
 	return "the default " + v.Value
+}
+
+// row is the value's line in the settings menu.
+func (v Value) row() string {
+	switch {
+	case v.Source == Env && v.Saved != "":
+		return fmt.Sprintf("%s: %s (%s overrides saved %s)", v.Label, v.Value, v.Env, v.Saved)
+	case v.Source == Env:
+		return fmt.Sprintf("%s: %s (%s)", v.Label, v.Value, v.Env)
+	case v.Source == File:
+		return fmt.Sprintf("%s: %s (saved)", v.Label, v.Value)
+	}
+	return fmt.Sprintf("%s: %s", v.Label, v.Value)
+}
+
+// prompt is the settings menu's question for a new value.
+func (v Value) prompt() string {
+	override := ""
+	if v.Source == Env {
+		override = fmt.Sprintf("%s=%s overrides what is saved, in this session", v.Env, v.Value)
+	}
+	if v.Choices != nil {
+		if override != "" {
+			return fmt.Sprintf("%s — %s (%s)", v.Label, v.Meaning, override)
+		}
+		return fmt.Sprintf("%s — %s", v.Label, v.Meaning)
+	}
+	if override != "" {
+		return fmt.Sprintf("%s — %s (%s; 'default' clears the saved value)", v.Label, v.Hint, override)
+	}
+	return fmt.Sprintf("%s — %s (now %s; 'default' clears the saved value)", v.Label, v.Hint, v.Value)
 }
 
 // providerIdle reads the file's per-provider idle minutes, with a warning
@@ -510,4 +547,56 @@ func Save(path, key, value, provider string) error {
 		return err
 	}
 	return lockfile.Replace(tmp, path)
+}
+
+// Saved is the settings menu's confirmation after Save(path, key, value,
+// provider) succeeded and r was resolved again: what was saved, and whether
+// the environment overrides it in this session (then true).
+func (r *Resolved) Saved(key, value, provider string) (string, bool) {
+	k, ok := Lookup(key)
+	v, _ := r.Value(key)
+	if !ok {
+		return "", false
+	}
+	what := k.Label
+	if provider != "" && key == "cacheIdleMinutes" {
+		what += " for " + provider
+	}
+	fallback := "the default " + v.defaultText()
+	if provider != "" && key == "cacheIdleMinutes" {
+		fallback = fmt.Sprintf("the %s setting (%s)", k.Label, v.Saved)
+		if v.Saved == "" {
+			fallback = fmt.Sprintf("the %s setting (default %s)", k.Label, v.defaultText())
+		}
+	}
+	remove := value == "" || strings.EqualFold(value, "default")
+	if v.Source == Env {
+		over := fmt.Sprintf(" — but %s=%s overrides it in this session; ", k.Env, v.Value)
+		if remove {
+			return what + ": saved value cleared" + over + fallback + " applies once it is unset", true
+		}
+		text, _, _ := k.parse(value)
+		return what + " saved: " + text + over + "the saved value applies once it is unset", true
+	}
+	if remove {
+		return fmt.Sprintf("%s: saved value cleared; %s applies %s", what, fallback, applies(key)), false
+	}
+	text, _, _ := k.parse(value)
+	return fmt.Sprintf("%s saved: %s (applies %s)", what, text, applies(key)), false
+}
+
+func (v Value) defaultText() string {
+	t, _, _ := v.parse(v.Default)
+	return t
+}
+
+// applies says when a changed setting takes effect.
+func applies(key string) string {
+	switch key {
+	case "compact":
+		return "to the next compaction"
+	case "cacheIdleMinutes", "confirmColdPrompt", "reconTokens":
+		return "from now on"
+	}
+	return "to future folds"
 }

@@ -148,3 +148,46 @@ func TestDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestMenuText: the settings rows and prompts say when the environment
+// overrides the saved value, and the confirmation says so too.
+func TestMenuText(t *testing.T) {
+	r := Resolve(map[string]string{"CONTEXTFOLD_TAIL": "8000", "CONTEXTFOLD_POLICY": "ladder"}, []byte(`{"tail":12000,"foldAt":0.3}`))
+	rows := map[string]Value{}
+	for _, v := range r.Values {
+		rows[v.Key] = v
+	}
+	for key, want := range map[string]string{
+		"tail":     "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)",
+		"policy":   "Fold policy: ladder (CONTEXTFOLD_POLICY)",
+		"foldAt":   "First fold at: 0.3 (saved)",
+		"foldStep": "Fold step: 0.12",
+	} {
+		if rows[key].Row != want {
+			t.Errorf("%s row %q, want %q", key, rows[key].Row, want)
+		}
+	}
+	if p := rows["tail"].Prompt; !strings.Contains(p, "CONTEXTFOLD_TAIL=8000 overrides what is saved") || !strings.Contains(p, "'default' clears") {
+		t.Errorf("tail prompt %q", p)
+	}
+	if p := rows["foldAt"].Prompt; p != "First fold at — a number in (0, 1] (now 0.3; 'default' clears the saved value)" {
+		t.Errorf("foldAt prompt %q", p)
+	}
+	for _, c := range []struct {
+		key, value string
+		want       string
+		override   bool
+	}{
+		{"tail", "12000", "Protected tail saved: 12000 — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the saved value applies once it is unset", true},
+		{"tail", "default", "Protected tail: saved value cleared — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the default 10000 applies once it is unset", true},
+		{"foldAt", "0.30", "First fold at saved: 0.3 (applies to future folds)", false},
+		{"foldAt", "default", "First fold at: saved value cleared; the default 0.45 applies to future folds", false},
+		{"compact", "NATIVE", "Hard compaction saved: native (applies to the next compaction)", false},
+		{"cacheIdleMinutes", "5", "Cache idle minutes saved: 5 (applies from now on)", false},
+	} {
+		got, override := r.Saved(c.key, c.value, "")
+		if got != c.want || override != c.override {
+			t.Errorf("Saved(%s, %s) = %q, %v; want %q, %v", c.key, c.value, got, override, c.want, c.override)
+		}
+	}
+}

@@ -40,9 +40,18 @@ type SetParams struct {
 	Env      map[string]string `json:"env,omitempty"`
 }
 
+// SetResult is the settings after a change, and the confirmation to show:
+// Message says what was saved and, if an environment variable overrides it
+// in this session, that it does (Level "warning").
+type SetResult struct {
+	ConfigView
+	Message string `json:"message"`
+	Level   string `json:"level"`
+}
+
 // set saves a setting and applies it to future folds; frozen bytes never
 // move, because committed layers are not re-planned.
-func (s *Service) set(p SetParams) (*ConfigView, error) {
+func (s *Service) set(p SetParams) (*SetResult, error) {
 	ss := s.s
 	if ss == nil {
 		return nil, errNotOpen
@@ -57,5 +66,12 @@ func (s *Service) set(p SetParams) (*ConfigView, error) {
 	ss.conf = config.Load(ss.env, path)
 	ss.eng.SetKnobs(ss.conf.Knobs)
 	ss.eng.SetPolicy(schedule.Profile(ss.conf.Policy))
-	return s.configView()
+	view, _ := s.configView()
+	res := &SetResult{ConfigView: *view, Level: "info"}
+	var override bool
+	res.Message, override = ss.conf.Saved(p.Key, p.Value, p.Provider)
+	if override {
+		res.Level = "warning"
+	}
+	return res, nil
 }

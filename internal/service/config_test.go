@@ -49,3 +49,42 @@ func TestOpenWarnsAboutSettings(t *testing.T) {
 		t.Fatalf("directory: %q", res.Warnings)
 	}
 }
+
+// TestSetSaysEnvOverrides: the settings menu's rows and the confirmation
+// of a save say when an environment variable keeps the effective value.
+func TestSetSaysEnvOverrides(t *testing.T) {
+	client, _ := start(t)
+	agent := t.TempDir()
+	env := map[string]string{"CONTEXTFOLD_TAIL": "8000"}
+	if err := call(t, client, "open", OpenParams{SessionID: "s1", AgentDir: agent, Env: env}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var set SetResult
+	if err := call(t, client, "set", SetParams{Key: "tail", Value: "12000"}, &set); err != nil {
+		t.Fatal(err)
+	}
+	if set.Message != "Protected tail saved: 12000 — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the saved value applies once it is unset" || set.Level != "warning" {
+		t.Fatalf("set: %q (%s)", set.Message, set.Level)
+	}
+	var view ConfigView
+	call(t, client, "config", nil, &view)
+	rows := map[string]string{}
+	for _, v := range view.Values {
+		rows[v.Key] = v.Row
+	}
+	if rows["tail"] != "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)" {
+		t.Fatalf("tail row %q", rows["tail"])
+	}
+	if err := call(t, client, "set", SetParams{Key: "foldAt", Value: "0.30"}, &set); err != nil {
+		t.Fatal(err)
+	}
+	if set.Message != "First fold at saved: 0.3 (applies to future folds)" || set.Level != "info" {
+		t.Fatalf("set: %q (%s)", set.Message, set.Level)
+	}
+	// A corrupt file is not overwritten, in plain words.
+	os.WriteFile(filepath.Join(agent, config.FileName), []byte(`[1]`), 0o644)
+	err := call(t, client, "set", SetParams{Key: "foldAt", Value: "0.4"}, &set)
+	if err == nil || !strings.Contains(err.Error(), "is not a JSON object of settings (it holds a list); not overwriting it, so First fold at is not saved") {
+		t.Fatalf("set over a corrupt file: %v", err)
+	}
+}

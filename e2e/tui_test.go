@@ -102,10 +102,10 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 	u.wait("First fold at: 0.45", false, 5*time.Second)
 	u.keys("Down")
 	u.keys("Enter") // the second row: First fold at
-	u.wait("'default' clears", false, 10*time.Second)
+	u.wait("clears the saved value", false, 10*time.Second)
 	u.text("0.3")
 	u.keys("Enter")
-	u.wait("First fold at: 0.3 (file)", false, 10*time.Second)
+	u.wait("First fold at: 0.3 (saved)", false, 10*time.Second)
 	u.keys("Escape")
 	u.wait("pick one to change", true, 10*time.Second)
 	u.keys("Escape")

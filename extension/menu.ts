@@ -37,22 +37,23 @@ function discard(ctx: ExtensionCommandContext, warning: CacheWarning): void {
 async function settings(ctx: ExtensionCommandContext, ask: Ask): Promise<void> {
 	for (;;) {
 		const view = await ask("config", {});
-		const rows: string[] = view.values.map((v: any) => `${v.label}: ${v.value}${v.source === "default" ? "" : ` (${v.source})`}`);
+		const rows: string[] = view.values.map((v: any) => v.row);
 		const pick = await ctx.ui.select("context-fold settings — pick one to change", [...rows, "Done"]);
 		const i = pick === undefined ? -1 : rows.indexOf(pick);
 		if (i < 0) return;
 		const v = view.values[i];
 		let value: string | undefined;
 		if (v.choices?.length) {
-			value = await ctx.ui.select(`${v.label} — ${v.meaning}`, [...v.choices, "reset to default"]);
+			value = await ctx.ui.select(v.prompt, [...v.choices, "reset to default"]);
 			if (value === "reset to default") value = "default";
 		} else {
-			value = await ctx.ui.input(`${v.label} — ${v.hint} (now ${v.value}; 'default' clears the saved value)`, v.value);
+			value = await ctx.ui.input(v.prompt, v.value);
 		}
 		if (value === undefined || value.trim() === "") continue;
 		try {
-			await ask("set", { key: v.key, value: value.trim() });
-			ctx.ui.notify(`${v.label} saved: ${value.trim()} (applies to future folds)`, "info");
+			// The engine's confirmation says, too, when the environment overrides the saved value.
+			const res = await ask("set", { key: v.key, value: value.trim() });
+			ctx.ui.notify(res.message, res.level);
 		} catch (e: any) {
 			ctx.ui.notify(String(e?.message ?? e), "error");
 		}

@@ -36,8 +36,8 @@ func TestResolvePrecedence(t *testing.T) {
 	if r.Knobs != want || r.Compact != "native" || !r.ConfirmCold {
 		t.Fatalf("resolved %+v", r)
 	}
-	if len(r.Warnings) != 2 {
-		t.Fatalf("warnings %v", r.Warnings)
+	if len(r.Warnings) != 3 { // CONTEXTFOLD_TAIL, coldFoldAt, providerCacheIdleMinutes "bad"
+		t.Fatalf("warnings %q", r.Warnings)
 	}
 	src := map[string]Source{}
 	for _, v := range r.Values {
@@ -114,5 +114,17 @@ func TestSaveConcurrent(t *testing.T) {
 	}
 	if len(doc.Per) != 24 {
 		t.Fatalf("%d of 24 providers saved: %s", len(doc.Per), data)
+	}
+}
+
+// TestMeaningsInUserTerms: no internal design vocabulary in what the menu
+// shows.
+func TestMeaningsInUserTerms(t *testing.T) {
+	for _, k := range Knobs {
+		for _, word := range []string{"seed", "ledger", "block", "layer", "digest", "registry", "recon", "index "} {
+			if text := strings.ToLower(k.Label + " " + k.Hint + " " + k.Meaning); strings.Contains(text, word) {
+				t.Errorf("%s: %q in %q", k.Key, word, text)
+			}
+		}
 	}
 }

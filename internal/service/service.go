@@ -22,8 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -231,11 +229,7 @@ type OpenResult struct {
 
 func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	cfg := s.cfg
-	var file []byte
-	if p.AgentDir != "" {
-		file, _ = os.ReadFile(filepath.Join(p.AgentDir, "context-fold.json"))
-	}
-	conf := config.Resolve(p.Env, file)
+	conf := config.Load(p.Env, configFile(p.AgentDir))
 	cfg.Knobs = conf.Knobs
 	cfg.Policy = schedule.Profile(conf.Policy)
 	ss := &session{

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/config"
 	"github.com/contextfold/contextfold/internal/rawjson"
-	"github.com/contextfold/contextfold/internal/schedule"
 	"github.com/contextfold/contextfold/internal/telemetry"
 	"github.com/contextfold/contextfold/internal/version"
 )
@@ -278,57 +276,6 @@ func (s *Service) statusView() *Status {
 		st.Level = "warning"
 	}
 	return st
-}
-
-// ConfigView lists every setting with its effective value and source.
-type ConfigView struct {
-	Values   []config.Value `json:"values"`
-	Warnings []string       `json:"warnings,omitempty"`
-	File     string         `json:"file"`
-}
-
-func (s *Service) configView() (*ConfigView, error) {
-	ss := s.s
-	if ss == nil {
-		return nil, errNotOpen
-	}
-	return &ConfigView{Values: ss.conf.Values, Warnings: ss.conf.Warnings, File: s.configFile(ss)}, nil
-}
-
-func (s *Service) configFile(ss *session) string {
-	if ss.agentDir == "" {
-		return ""
-	}
-	return filepath.Join(ss.agentDir, config.FileName)
-}
-
-// SetParams change one saved setting.
-type SetParams struct {
-	Key      string            `json:"key"`
-	Value    string            `json:"value"` // "" or "default" removes the saved value
-	Provider string            `json:"provider,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-}
-
-// set saves a setting and applies it to future folds; frozen bytes never
-// move, because committed layers are not re-planned.
-func (s *Service) set(p SetParams) (*ConfigView, error) {
-	ss := s.s
-	if ss == nil {
-		return nil, errNotOpen
-	}
-	path := s.configFile(ss)
-	if path == "" {
-		return nil, fmt.Errorf("no agent directory to save settings in")
-	}
-	if err := config.Save(path, p.Key, p.Value, p.Provider); err != nil {
-		return nil, err
-	}
-	data, _ := os.ReadFile(path)
-	ss.conf = config.Resolve(ss.env, data)
-	ss.eng.SetKnobs(ss.conf.Knobs)
-	ss.eng.SetPolicy(schedule.Profile(ss.conf.Policy))
-	return s.configView()
 }
 
 // writeDump appends this request's outgoing view (CONTEXTFOLD_DUMP).

@@ -54,7 +54,7 @@ const (
 // Sources name the text a line range or grep searched; they appear in the
 // notes.
 const (
-	SourceLedger     = "ledger"
+	SourceLedger     = "session file"
 	SourceFullOutput = "full output"
 	SourceLive       = "live block"
 	SourceParent     = "parent session"

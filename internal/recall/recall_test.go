@@ -105,24 +105,24 @@ func TestLines(t *testing.T) {
 	for _, tc := range []struct {
 		text, spec, source, want, note string
 	}{
-		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
-		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
-		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (ledger)"}, // JavaScript's \s
-		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (ledger)"},
-		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (ledger)"},           // clamped up
+		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
+		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
+		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (session file)"}, // JavaScript's \s
+		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (session file)"},
+		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (session file)"},     // clamped up
 		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
-		{five, "7-9", SourceLedger, "", "empty range 7-5 (ledger has 5 lines)"},
+		{five, "7-9", SourceLedger, "", "empty range 7-5 (session file has 5 lines)"},
 		{five, "3-2", SourceLive, "", "empty range 3-2 (live block has 5 lines)"},
-		{five, "0-0", SourceLedger, "", "empty range 1-0 (ledger has 5 lines)"},
-		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (ledger has 5 lines)"},
-		{"", "1-1", SourceLedger, "1: ", "lines 1-1 of 1 (ledger)"},
-		{"a\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (ledger)"},
+		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},
+		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (session file has 5 lines)"},
+		{"", "1-1", SourceLedger, "1: ", "lines 1-1 of 1 (session file)"},
+		{"a\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
 		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
 			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
 		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag,
 			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — narrow the range or grep"},
 		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
-			"lines 1-3 of 1-3 requested (ledger, ~2000 tok cap, long line clipped) — narrow the range or grep"},
+			"lines 1-3 of 1-3 requested (session file, ~2000 tok cap, long line clipped) — narrow the range or grep"},
 	} {
 		got, note := Lines(tc.text, tc.spec, tc.source)
 		if got != tc.want || note != tc.note {
@@ -145,24 +145,24 @@ func TestGrep(t *testing.T) {
 	for _, tc := range []struct {
 		text, term, source, want, note string
 	}{
-		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (ledger)`},
-		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (ledger)`},
-		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched ledger, 5 lines)`},
+		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (session file)`},
+		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (session file)`},
+		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched session file, 5 lines)`},
 		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 lines)`},
-		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (ledger)`},
-		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (ledger)`},
+		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (session file)`},
+		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (session file)`},
 		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
 			`26 of 200 matches for "ERROR" (full output) — narrow your query or use lines=<a-b>`},
 		{"x\n" + needle, "needle", SourceLive, "2: […chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
 			`1 match for "needle" (live block)`},
 		// Astral characters before the match count two units each…
 		{rep(emoji, 200) + "key" + rep("z", 300), "KEY", SourceLedger,
-			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (ledger)`},
+			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (session file)`},
 		// …and a window that would start inside one starts after it.
 		{"a" + rep(emoji, 200) + "xkey" + rep("z", 300), "key", SourceLedger,
-			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (ledger)`},
+			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (session file)`},
 		// A match at the head of a long line keeps the head.
-		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (ledger)`},
+		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (session file)`},
 	} {
 		got, note := Grep(tc.text, tc.term, tc.source)
 		if got != tc.want || note != tc.note {
@@ -182,9 +182,9 @@ func TestSlice(t *testing.T) {
 		partial    bool
 	}{
 		{Options{}, text, "", false},
-		{Options{Grep: "error"}, "2: two error", `1 match for "error" (ledger)`, true},
-		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (ledger)", true},
-		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (ledger)", true}, // lines wins
+		{Options{Grep: "error"}, "2: two error", `1 match for "error" (session file)`, true},
+		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (session file)", true},
+		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (session file)", true}, // lines wins
 	} {
 		got, note := Slice(text, tc.o, SourceLedger)
 		if got != tc.want || note != tc.note || tc.o.Partial() != tc.partial {
@@ -208,7 +208,7 @@ func TestSearch(t *testing.T) {
 === aaaaaa (tool_result bash · turn 2) ===
 2: error: one
 
-=== cccccc (tool_result read · turn 5 (+1)) — ledger content for #cccccc failed the fold-time sha256 check — served from live history ===
+=== cccccc (tool_result read · turn 5 (+1)) — the session file's text for #cccccc failed the fold-time sha256 check — served from live history ===
 1: ERROR two
 2: error three`
 	if got := RenderSearch("error", hits, note); got != want {
@@ -218,7 +218,7 @@ func TestSearch(t *testing.T) {
 	hits, _, note = Search(blocks, "NOTHING")
 	if got := RenderSearch("NOTHING", hits, note); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
 
-=== bbbbbb (bash · ledger (compacted out of view)) — sha256 verified ===
+=== bbbbbb (bash · session file (compacted out of view)) — sha256 verified ===
 1: nothing` {
 		t.Errorf("one hit:\n%s", got)
 	}
@@ -255,20 +255,20 @@ func TestLabelsAndRoutes(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{LiveLabel("tool_result", "bash", 3, 0), "tool_result bash · turn 3"},
 		{LiveLabel("thinking", "", 1, 2), "thinking · turn 1 (+2)"},
-		{LedgerLabel("bash"), "bash · ledger"},
-		{CompactedLabel("read"), "read · ledger (compacted out of view)"},
+		{LedgerLabel("bash"), "bash · session file"},
+		{CompactedLabel("read"), "read · session file (compacted out of view)"},
 		{ParentLabel("bash"), "bash · parent session"},
-		// a verified ledger block
-		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (ledger)"},
+		// a verified session-file block
+		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (session file)"},
 		// an unverified legacy record
-		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (ledger)"},
-		// a live block served because the ledger failed its check
-		{Notes(Fallback(WhyMismatch("abc123")), ""), "ledger content for #abc123 failed the fold-time sha256 check — served from live history"},
-		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session ledger — served from live history"},
-		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session ledger for #abc123 — served from live history"},
+		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (session file)"},
+		// a live block served because the session file failed its check
+		{Notes(Fallback(WhyMismatch("abc123")), ""), "the session file's text for #abc123 failed the fold-time sha256 check — served from live history"},
+		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session file — served from live history"},
+		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session file for #abc123 — served from live history"},
 		// a truncated view: the full output is gone
-		{Notes(Verified, FullOutputGone, "1 match for \"x\" (ledger)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (ledger)"},
-		{Unavailable(WhyMismatch("abc123")), "recall unavailable — ledger content for #abc123 failed the fold-time sha256 check"},
+		{Notes(Verified, FullOutputGone, "1 match for \"x\" (session file)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (session file)"},
+		{Unavailable(WhyMismatch("abc123")), "recall unavailable — the session file's text for #abc123 failed the fold-time sha256 check"},
 		{Notes("", ""), ""},
 	} {
 		if tc.got != tc.want {
@@ -279,17 +279,17 @@ func TestLabelsAndRoutes(t *testing.T) {
 
 func TestRenderRecall(t *testing.T) {
 	matches := []Match{
-		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (ledger)"), Text: "1: a\n2: b"},
+		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (session file)"), Text: "1: a\n2: b"},
 		{Code: "def456", Label: LiveLabel("tool_result", "bash", 3, 0), Text: "hello"},
 	}
 	failures := []Failure{{Code: "ghi789", Message: Unavailable(WhyNotFound("ghi789"))}}
 	missing := []string{"{#zzzzzz FOLDED}"}
-	want := `✓ abc123 — bash · ledger · sha256 verified · lines 1-2 of 9 (ledger)
+	want := `✓ abc123 — bash · session file · sha256 verified · lines 1-2 of 9 (session file)
 ✓ def456 — tool_result bash · turn 3
-⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger
+⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session file
 ✗ {#zzzzzz FOLDED} — no folded block with that code
 
-=== abc123 (bash · ledger) — sha256 verified · lines 1-2 of 9 (ledger) ===
+=== abc123 (bash · session file) — sha256 verified · lines 1-2 of 9 (session file) ===
 1: a
 2: b
 
@@ -298,7 +298,7 @@ hello`
 	if got := RenderRecall(matches, failures, missing); got != want {
 		t.Errorf("RenderRecall:\n%s\nwant\n%s", got, want)
 	}
-	if got := RenderRecall(nil, failures, missing); got != "⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger\n✗ {#zzzzzz FOLDED} — no folded block with that code" {
+	if got := RenderRecall(nil, failures, missing); got != "⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session file\n✗ {#zzzzzz FOLDED} — no folded block with that code" {
 		t.Errorf("no match: %s", got)
 	}
 	if got := RenderRecall(nil, nil, nil); got != NoCodes {

@@ -9,20 +9,27 @@ import (
 // served block's note is Notes(route note, slice note), where the route note
 // is one of:
 //
-//	Verified           the ledger text matched the fold-time sha256
+//	Verified           the session file's text matched the fold-time sha256
 //	Legacy             a legacy record without a fold-time sha256: unverified
-//	Fallback(why)      the ledger could not serve (why) and the live block did
-//	FullOutputGone     (with the ledger note) the tool's full-output file is
+//	Fallback(why)      the session file could not serve (why); the live block did
+//	FullOutputGone     (with the route note) the tool's full-output file is
 //	                   gone; a grep or line range saw the truncated result
 //
 // so no route serves text without saying which it is (EDGES 24).
+//
+// Labels and notes are read by the model and by people at the command line,
+// so they name the session file (Pi's file the blocks are read back from),
+// never the engine's word for its reader, "ledger".
 
-// LedgerLabel labels a block read from the session ledger. tool is the tool
+// LedgerLabel labels a block read from the session file. tool is the tool
 // name, or the block kind when there is none.
-func LedgerLabel(tool string) string { return tool + " · ledger" }
+func LedgerLabel(tool string) string { return tool + " · " + SourceLedger }
 
-// CompactedLabel labels, in a search, a ledger block that left live history.
-func CompactedLabel(tool string) string { return tool + " · ledger (compacted out of view)" }
+// CompactedLabel labels, in a search, a block read from the session file
+// that left live history.
+func CompactedLabel(tool string) string {
+	return tool + " · " + SourceLedger + " (compacted out of view)"
+}
 
 // ParentLabel labels a block read from the session this one was handed off
 // from.
@@ -55,24 +62,25 @@ const (
 	FullOutputGone = "full output file unreadable — searched the truncated result"
 )
 
-// WhyMismatch says the ledger holds the block but not the folded bytes.
+// WhyMismatch says the session file holds the block but not the folded
+// bytes.
 func WhyMismatch(code string) string {
-	return "ledger content for #" + code + " failed the fold-time sha256 check"
+	return "the session file's text for #" + code + " failed the fold-time sha256 check"
 }
 
-// WhyNotFound says the ledger has no block for the code.
+// WhyNotFound says the session file has no block for the code.
 func WhyNotFound(code string) string {
-	return "block for #" + code + " was not found in the session ledger"
+	return "block for #" + code + " was not found in the session file"
 }
 
-// WhyNoLedger says there is no ledger to read (no session file, or it could
-// not be read).
+// WhyNoLedger says there is no session file to read (none, or it could not
+// be read).
 func WhyNoLedger(code string) string {
-	return "no readable session ledger for #" + code
+	return "no readable session file for #" + code
 }
 
-// Fallback is the route note of a live block served because the ledger
-// could not serve it.
+// Fallback is the route note of a live block served because the session
+// file could not serve it.
 func Fallback(why string) string { return why + " — served from live history" }
 
 // Unavailable is the Failure message when nothing can serve a code.

@@ -167,7 +167,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	code := digest.Code("r:c0")
 	var res ToolResult
 	call(t, c, "recall", RecallParams{Codes: []string{"{#" + code + " FOLDED}"}}, &res)
-	if !strings.Contains(res.Text, "✓ "+code+" — bash · ledger · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
+	if !strings.Contains(res.Text, "✓ "+code+" — bash · session file · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
 		t.Fatalf("verified recall:\n%.400s", res.Text)
 	}
 	// grep prefers the tool's full-output file...
@@ -198,7 +198,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	// Once the block leaves live history too, recall reports the failure.
 	turn(t, c, 0, msgs[3:], 16_000)
 	call(t, c, "recall", RecallParams{Codes: []string{code}}, &res)
-	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — ledger content for #"+code+" failed the fold-time sha256 check") {
+	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — the session file's text for #"+code+" failed the fold-time sha256 check") {
 		t.Fatalf("tampered ledger, block gone:\n%s", res.Text)
 	}
 	// search sweeps every folded block and groups hits by code.

@@ -32,6 +32,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
@@ -96,7 +97,7 @@ func Whole(text string) (out, note string) {
 	var kept []string
 	sum, n := 0, 0
 	clipped, stopped := false, false
-	for line := range strings.SplitSeq(text, "\n") {
+	for _, line := range digest.SplitLines(text) {
 		n++
 		if stopped {
 			continue // counting the lines
@@ -131,12 +132,12 @@ func Lines(text, spec, source string) (out, note string) {
 	if !ok {
 		return "", `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
 	}
-	lines := strings.Split(text, "\n")
+	lines := digest.SplitLines(text)
 	a = max(1, a)
 	b = min(float64(len(lines)), b)
 	if a > b {
 		return "", "empty range " + rawjson.FormatJSNumber(a) + "-" + rawjson.FormatJSNumber(b) +
-			" (" + source + " has " + strconv.Itoa(len(lines)) + " lines)"
+			" (" + source + " has " + strconv.Itoa(len(lines)) + " " + plural(len(lines), "line", "lines") + ")"
 	}
 	first, last := int(a), int(b)
 	var kept []string
@@ -213,7 +214,7 @@ func Grep(text, term, source string) (out, note string) {
 	var kept []string
 	sum, hits, n := 0, 0, 0
 	stopped := false
-	for line := range strings.SplitSeq(text, "\n") {
+	for _, line := range digest.SplitLines(text) {
 		n++
 		at := f.index(line)
 		if at < 0 {
@@ -233,7 +234,7 @@ func Grep(text, term, source string) (out, note string) {
 	}
 	switch {
 	case hits == 0:
-		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " lines)"
+		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " " + plural(n, "line", "lines") + ")"
 	case len(kept) < hits:
 		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `" (` + source + ") — narrow your query or use lines=<a-b>"
 	default:
@@ -273,7 +274,7 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 	for _, b := range blocks {
 		var lines []string
 		n := 0
-		for line := range strings.SplitSeq(b.Text, "\n") {
+		for _, line := range digest.SplitLines(b.Text) {
 			n++
 			at := f.index(line)
 			if at < 0 {

@@ -2,10 +2,13 @@ package recall
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
 
@@ -115,8 +118,13 @@ func TestLines(t *testing.T) {
 		{five, "3-2", SourceLive, "", "empty range 3-2 (live block has 5 lines)"},
 		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},
 		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (session file has 5 lines)"},
-		{"", "1-1", SourceLedger, "1: ", "lines 1-1 of 1 (session file)"},
-		{"a\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
+		// One line definition (digest.SplitLines): the empty text has no
+		// lines, and a final newline ends the last line, starting none.
+		{"", "1-1", SourceLedger, "", "empty range 1-0 (session file has 0 lines)"},
+		{"a\n", "1-5", SourceLedger, "1: a", "lines 1-1 of 1 (session file)"},
+		{"a\r\nb\r\n", "1-5", SourceLedger, "1: a\r\n2: b\r", "lines 1-2 of 2 (session file)"},
+		{"\n", "1-5", SourceLedger, "1: ", "lines 1-1 of 1 (session file)"},
+		{"a\n\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
 		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
 			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
 		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag,
@@ -148,7 +156,8 @@ func TestGrep(t *testing.T) {
 		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (session file)`},
 		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (session file)`},
 		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched session file, 5 lines)`},
-		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 lines)`},
+		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 0 lines)`},
+		{"a\n", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 line)`},
 		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (session file)`},
 		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (session file)`},
 		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
@@ -358,5 +367,50 @@ func TestFinderOffsets(t *testing.T) {
 	}
 	if n := tokens.Units("ȺA"); n != 2 {
 		t.Fatal(n)
+	}
+}
+
+// TestLineCountsAgreeWithTheDigest: the "N lines" a digest shows is the
+// count every recall read numbers and reports, so lines=N-N reads the
+// block's last line and lines=N+1-N+1 is past the end: with and without a
+// final newline, with CRLF, blank lines and the empty text. (A digest said
+// 321 lines for a block recall said had 322.)
+func TestLineCountsAgreeWithTheDigest(t *testing.T) {
+	count := regexp.MustCompile(` → (\d+) lines?, `)
+	long := strings.Repeat("output line of a long result\n", 400)
+	for _, text := range []string{
+		"one", "one\n", "one\ntwo", "one\ntwo\n", "one\r\ntwo\r\n", "one\r\ntwo",
+		"one\n\nthree\n", "one\n\n", "\n\none", "  \none\n", "", "\n", long, long + "tail",
+	} {
+		n := digest.LineCount(text)
+		lines := digest.SplitLines(text)
+		if len(lines) != n {
+			t.Errorf("%.40q: SplitLines has %d lines, LineCount %d", text, len(lines), n)
+			continue
+		}
+		dig := digest.ToolResult("r:x", "bash", text, false, 10, digest.DefaultLimits)
+		if m := count.FindStringSubmatch(dig); m != nil {
+			if m[1] != strconv.Itoa(n) {
+				t.Errorf("%.40q: digest says %s lines, LineCount %d", text, m[1], n)
+			}
+		} else if !tokens.IsBlank(text) || !strings.Contains(dig, "→ empty") {
+			t.Errorf("%.40q: digest %q", text, dig)
+		}
+		if n > 0 {
+			last := strconv.Itoa(n)
+			if out, note := Lines(text, last+"-"+last, SourceLedger); out != last+": "+lines[n-1] || note != "lines "+last+"-"+last+" of "+last+" (session file)" {
+				t.Errorf("%.40q: lines=%s-%s: %q %q", text, last, last, out, note)
+			}
+		}
+		past := strconv.Itoa(n + 1)
+		if out, note := Lines(text, past+"-"+past, SourceLedger); out != "" || note != "empty range "+past+"-"+strconv.Itoa(n)+" (session file has "+strconv.Itoa(n)+" "+plural(n, "line", "lines")+")" {
+			t.Errorf("%.40q: lines=%s-%s: %q %q", text, past, past, out, note)
+		}
+		if _, note := Grep(text, "zzz-absent", SourceLedger); !strings.HasSuffix(note, ", "+strconv.Itoa(n)+" "+plural(n, "line", "lines")+")") {
+			t.Errorf("%.40q: grep note %q, want %d lines", text, note, n)
+		}
+		if _, note := Whole(text); note != "" && !strings.Contains(note, " of "+strconv.Itoa(n)+" ") {
+			t.Errorf("%.40q: whole note %q, want of %d", text, note, n)
+		}
 	}
 }

@@ -123,15 +123,33 @@ func Whole(text string) (out, note string) {
 	return strings.Join(kept, "\n"), note
 }
 
+// LinesForm says what a lines= range must look like.
+const LinesForm = `"start-end", two line numbers with start ≤ end, e.g. lines=40-80`
+
+// ValidLines reports whether spec is a well-formed line range: two numbers
+// (as the TypeScript read them, surrounding whitespace allowed) with the
+// start not after the end. A range past the end of a block is well formed;
+// it reads nothing, and says so.
+func ValidLines(spec string) bool {
+	a, b, ok := parseRange(spec)
+	return ok && a <= b
+}
+
+// MalformedLines is the answer to a malformed lines= range: recall_folded
+// returns it as an error, before reading anything.
+func MalformedLines(spec string) string {
+	return `malformed lines="` + spec + `": want ` + LinesForm + ` — nothing returned`
+}
+
 // Lines returns lines a-b of text (spec "a-b", 1-based, inclusive), each as
 // "<n>: <line>" clipped to LineCharCap, within WholeTokenCap (at least one
 // line). a is raised to 1 and b lowered to the line count. A malformed spec
-// or an empty range returns no text and a note saying so.
+// (see ValidLines) or an empty range returns no text and a note saying so.
 func Lines(text, spec, source string) (out, note string) {
-	a, b, ok := parseRange(spec)
-	if !ok {
-		return "", `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
+	if !ValidLines(spec) {
+		return "", MalformedLines(spec)
 	}
+	a, b, _ := parseRange(spec)
 	lines := digest.SplitLines(text)
 	a = max(1, a)
 	b = min(float64(len(lines)), b)

@@ -115,9 +115,8 @@ func TestLines(t *testing.T) {
 		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (session file)"},     // clamped up
 		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
 		{five, "7-9", SourceLedger, "", "empty range 7-5 (session file has 5 lines)"},
-		{five, "3-2", SourceLive, "", "empty range 3-2 (live block has 5 lines)"},
 		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},
-		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (session file has 5 lines)"},
+		{five, "1-99999999999999999999999", SourceLedger, "1: l1\n2: l2\n3: l3\n4: l4\n5: l5", "lines 1-5 of 5 (session file)"},
 		// One line definition (digest.SplitLines): the empty text has no
 		// lines, and a final newline ends the last line, starting none.
 		{"", "1-1", SourceLedger, "", "empty range 1-0 (session file has 0 lines)"},
@@ -137,11 +136,18 @@ func TestLines(t *testing.T) {
 			t.Errorf("Lines(%.20q, %q):\n got %.200q\nnote %q\nwant %.200q\nnote %q", tc.text, tc.spec, got, note, tc.want, tc.note)
 		}
 	}
-	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "١-٢", "1-2x", "0x1-2"} {
+	// Malformed: not two numbers, or the start after the end (a range
+	// that could hold no line of any block).
+	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "١-٢", "1-2x", "0x1-2", "3-2", "99999999999999999999999-1"} {
 		got, note := Lines(five, spec, SourceLedger)
-		want := `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
-		if got != "" || note != want {
-			t.Errorf("Lines(%q) = %q, %q", spec, got, note)
+		want := `malformed lines="` + spec + `": want "start-end", two line numbers with start ≤ end, e.g. lines=40-80 — nothing returned`
+		if got != "" || note != want || ValidLines(spec) {
+			t.Errorf("Lines(%q) = %q, %q (valid %v)", spec, got, note, ValidLines(spec))
+		}
+	}
+	for _, spec := range []string{"2-4", " 2 - 4 ", "0-2", "7-9", "0-0", "5-5"} {
+		if !ValidLines(spec) {
+			t.Errorf("ValidLines(%q) = false", spec)
 		}
 	}
 }

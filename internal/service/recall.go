@@ -101,8 +101,13 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 	if ss == nil {
 		return nil, errNotOpen
 	}
-	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}}
+	if p.Lines != "" && !recall.ValidLines(p.Lines) {
+		// Refused whole, before anything is read: an answer of empty
+		// bodies each saying "malformed" reads as a success.
+		return &ToolResult{Text: recall.MalformedLines(p.Lines), Details: det, IsError: true}, nil
+	}
+	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
 	if p.Search != "" && len(p.Codes) == 0 {
 		return s.search(ss, led, ledErr, p.Search), nil
 	}

@@ -181,6 +181,20 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	if !strings.Contains(res.Text, "full output file unreadable") || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
 		t.Fatalf("grep fallback:\n%s", res.Text)
 	}
+	// A malformed line range is an error answer naming the form wanted,
+	// not a served block with an empty body.
+	for _, spec := range []string{"abc", "5-2", "40"} {
+		res = ToolResult{}
+		call(t, c, "recall", RecallParams{Codes: []string{code}, Lines: spec}, &res)
+		if !res.IsError || !strings.Contains(res.Text, `malformed lines="`+spec+`"`) || !strings.Contains(res.Text, `"start-end"`) || strings.Contains(res.Text, "✓") {
+			t.Fatalf("lines=%s: error %v\n%s", spec, res.IsError, res.Text)
+		}
+	}
+	res = ToolResult{}
+	call(t, c, "recall", RecallParams{Codes: []string{code}, Lines: "76-76"}, &res)
+	if res.IsError || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
+		t.Fatalf("lines=76-76:\n%s", res.Text)
+	}
 	// Never-folded and unknown codes are not served (EDGES 12).
 	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c29"), "zzzzzz"}}, &res)
 	if strings.Count(res.Text, "no folded block with that code") != 2 {

@@ -268,11 +268,15 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// Block is one folded block for Search. Note labels what was served (see
-// Check and Fallback); it is rendered after the label.
+// Block is one folded block for Search. Note labels what was served (the
+// route notes of render.go); it is rendered after the label. Unverified
+// marks text that is not known to be the folded bytes (it failed the
+// fold-time sha256 check, or there is none to check): its hits are flagged
+// in the search's first line too.
 type Block struct {
 	Code, Label, Note string
 	Text              string
+	Unverified        bool
 }
 
 // Hit is one block's matching lines, "<n>: <window>", numbered as Lines
@@ -280,6 +284,7 @@ type Block struct {
 type Hit struct {
 	Code, Label, Note string
 	Lines             []string
+	Unverified        bool
 }
 
 // Search sweeps term over blocks in order, as Grep does per block, with one
@@ -307,7 +312,7 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 			lines = append(lines, h)
 		}
 		if len(lines) > 0 {
-			hits = append(hits, Hit{Code: b.Code, Label: b.Label, Note: b.Note, Lines: lines})
+			hits = append(hits, Hit{Code: b.Code, Label: b.Label, Note: b.Note, Lines: lines, Unverified: b.Unverified})
 			total += len(lines)
 		}
 		if truncated {

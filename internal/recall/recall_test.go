@@ -226,20 +226,40 @@ func TestSearch(t *testing.T) {
 === cccccc (tool_result read · turn 5 (+1)) — the session file's text for #cccccc failed the fold-time sha256 check — served from live history ===
 1: ERROR two
 2: error three`
-	if got := RenderSearch("error", hits, note); got != want {
+	if got := RenderSearch("error", hits, note, nil); got != want {
 		t.Errorf("RenderSearch:\n%s\nwant\n%s", got, want)
 	}
 
 	hits, _, note = Search(blocks, "NOTHING")
-	if got := RenderSearch("NOTHING", hits, note); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
+	if got := RenderSearch("NOTHING", hits, note, nil); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
 
 === bbbbbb (bash · session file (compacted out of view)) — sha256 verified ===
 1: nothing` {
 		t.Errorf("one hit:\n%s", got)
 	}
 	hits, _, note = Search(blocks, "zzz")
-	if got := RenderSearch("zzz", hits, note); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
+	if got := RenderSearch("zzz", hits, note, nil); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
 		t.Errorf("no hit: %s", got)
+	}
+	// Unverified hits are named where the answer starts, as well as in
+	// their block's line; blocks left out are warned of.
+	blocks[0].Note, blocks[0].Unverified = Mismatch, true
+	hits, _, note = Search(blocks, "error")
+	if got := RenderSearch("error", hits, note, []string{NotSearched("dddddd", WhyMismatch("dddddd"))}); got != `search "error" — 3 matching lines across 2 of 3 folded blocks · ⚠ lines from 1 block are UNVERIFIED (not known to be the folded bytes): aaaaaa
+⚠ dddddd — not searched: the session file's text for #dddddd failed the fold-time sha256 check
+
+=== aaaaaa (tool_result bash · turn 2) — ⚠ UNVERIFIED: this text failed the fold-time sha256 check — it is not the folded bytes ===
+2: error: one
+
+=== cccccc (tool_result read · turn 5 (+1)) — the session file's text for #cccccc failed the fold-time sha256 check — served from live history ===
+1: ERROR two
+2: error three` {
+		t.Errorf("unverified:\n%s", got)
+	}
+	hits, _, note = Search(blocks, "zzz")
+	if got := RenderSearch("zzz", hits, note, []string{"2 compacted blocks not searched: no readable session file"}); got != `search "zzz" — no matching lines in the folded blocks searched (0 matching lines across 0 of 3 folded blocks)
+⚠ 2 compacted blocks not searched: no readable session file` {
+		t.Errorf("no hit, blocks left out:\n%s", got)
 	}
 	if _, _, note := Search(nil, "x"); note != "0 matching lines across 0 of 0 folded blocks" {
 		t.Errorf("no blocks: %s", note)

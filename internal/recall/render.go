@@ -60,7 +60,18 @@ const (
 	// FullOutputGone marks a grep or line range that wanted the tool's
 	// full-output file and got the truncated result the message kept.
 	FullOutputGone = "full output file unreadable — searched the truncated result"
+	// Mismatch marks, in a search, a block whose text failed the fold-time
+	// sha256 check and was searched anyway (it is the only copy there is):
+	// its lines are not known to be what was folded.
+	Mismatch = "⚠ UNVERIFIED: this text failed the fold-time sha256 check — it is not the folded bytes"
+	// NoRecord marks, in a search, a folded block with no fold record to
+	// check its text against.
+	NoRecord = "⚠ unverified (no fold record to check it against)"
 )
+
+// NotSearched is a search warning: a folded block left out of the sweep
+// because its text could not be verified (why).
+func NotSearched(code, why string) string { return code + " — not searched: " + why }
 
 // WhyMismatch says the session file holds the block but not the folded
 // bytes.
@@ -160,15 +171,37 @@ func RenderRecall(matches []Match, failures []Failure, missing []string) string 
 }
 
 // RenderSearch renders recall_folded's answer to search=<term>: the note,
-// then each block's hits under a "=== code (label) ===" line. A hit with a
-// note (a route warning) carries it in that line, as a recall body does; the
-// TypeScript search printed none, and served unverified text silently.
-func RenderSearch(term string, hits []Hit, note string) string {
-	if len(hits) == 0 {
-		return `search "` + term + `" — no matching lines in any folded block (` + note + ")"
-	}
+// then a "⚠ " line per warning (blocks left out of the sweep), then each
+// block's hits under a "=== code (label) ===" line. A hit's note (its route
+// note) is in that line, as a recall body's is, and hits from unverified
+// blocks are named in the first line as well, so no line of unverified text
+// is served without a warning where it is read and where the answer starts.
+// The TypeScript search printed none, and served unverified text silently
+// (EDGES 24).
+func RenderSearch(term string, hits []Hit, note string, warnings []string) string {
 	var sb strings.Builder
-	sb.WriteString(`search "` + term + `" — ` + note)
+	if len(hits) == 0 {
+		where := "any folded block"
+		if len(warnings) > 0 {
+			where = "the folded blocks searched"
+		}
+		sb.WriteString(`search "` + term + `" — no matching lines in ` + where + ` (` + note + ")")
+	} else {
+		sb.WriteString(`search "` + term + `" — ` + note)
+	}
+	var unverified []string
+	for _, h := range hits {
+		if h.Unverified {
+			unverified = append(unverified, h.Code)
+		}
+	}
+	if len(unverified) > 0 {
+		sb.WriteString(" · ⚠ lines from " + strconv.Itoa(len(unverified)) + " " + plural(len(unverified), "block", "blocks") +
+			" are UNVERIFIED (not known to be the folded bytes): " + strings.Join(unverified, ", "))
+	}
+	for _, w := range warnings {
+		sb.WriteString("\n⚠ " + w)
+	}
 	for _, h := range hits {
 		sb.WriteString("\n\n=== " + h.Code + " (" + h.Label + ")" + withSep(" — ", h.Note) + " ===\n")
 		sb.WriteString(strings.Join(h.Lines, "\n"))

@@ -215,10 +215,22 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — the session file's text for #"+code+" failed the fold-time sha256 check") {
 		t.Fatalf("tampered ledger, block gone:\n%s", res.Text)
 	}
-	// search sweeps every folded block and groups hits by code.
+	// search sweeps every folded block and groups hits by code, each
+	// labelled with its route; the block that fails its check is not
+	// searched, and the answer says so rather than "no match".
 	call(t, c, "recall", RecallParams{Search: "step 3 failed"}, &res)
-	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")) {
+	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")+" (tool_result bash · turn 0) — sha256 verified ===") {
 		t.Fatalf("search:\n%s", res.Text)
+	}
+	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
+	if !strings.Contains(res.Text, "no matching lines in the folded blocks searched") || !strings.Contains(res.Text, "\n⚠ "+code+" — not searched: the session file's text for #"+code+" failed the fold-time sha256 check") {
+		t.Fatalf("search, tampered block compacted out:\n%s", res.Text)
+	}
+	// Without a readable session file, compacted blocks cannot be searched.
+	os.Remove(file)
+	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
+	if !strings.Contains(res.Text, "\n⚠ 1 compacted block not searched: no readable session file (open ") {
+		t.Fatalf("search, no session file:\n%s", res.Text)
 	}
 }
 

@@ -96,3 +96,51 @@ func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectShowsUnfoldedBlocks: a block the agent unfolded is listed as
+// unfolded, not folded, and masks no tokens.
+func TestInspectShowsUnfoldedBlocks(t *testing.T) {
+	code := digest.Code("r:c0")
+	msgs := messages(30, "")
+	folded := offlineSession(t, msgs, nil, nil)
+	unfolded := offlineSession(t, msgs, func(call func(string, any, any)) {
+		var res ToolResult
+		call("unfold", UnfoldParams{Codes: []string{code}}, &res)
+	}, nil)
+	inspect := func(file string) (*Inspection, string) {
+		svc, err := Offline(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := svc.Inspect()
+		var sb strings.Builder
+		WriteInspection(&sb, in)
+		return in, sb.String()
+	}
+	before, _ := inspect(folded)
+	in, text := inspect(unfolded)
+	var line string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "{#"+code+" FOLDED}") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " unfolded ") || strings.Contains(line, " folded ") {
+		t.Errorf("the unfolded block's line: %q", line)
+	}
+	if n := strings.Count(text, " folded "); n != len(in.Codes)-1 {
+		t.Errorf("%d blocks listed folded, want %d:\n%s", n, len(in.Codes)-1, text)
+	}
+	var c InspectCode
+	for _, x := range in.Codes {
+		if x.Code == code {
+			c = x
+		}
+	}
+	if !c.Unfolded || len(in.Unfolded) != 1 || in.Unfolded[0] != code || !strings.Contains(text, "unfolded by the agent: ["+code+"]") {
+		t.Errorf("inspection: %+v, unfolded %v", c, in.Unfolded)
+	}
+	if in.Masked >= before.Masked || in.Events[0].Masked != in.Masked {
+		t.Errorf("masked %d after the unfold, %d before", in.Masked, before.Masked)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +19,7 @@ import (
 )
 
 func benchCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench")
 	windows := fs.String("windows", "200000,128000,32000", "context windows to replay at, comma-separated")
 	window := fs.Int("window", 0, "a single window (overrides -windows)")
 	out := fs.String("out", "", "write report.md, report.json and SVG charts to this folder")
@@ -38,17 +36,25 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	trace := fs.String("trace", "", "write every request each policy sends, per trajectory, to `dir`/<policy>-<window>/<family>/<name>.jsonl.gz")
 	tracePolicies := fs.String("trace-policies", "", "with -trace, only these policies (comma-separated names as the report prints them; default is the shipped one)")
 	samples := fs.Int("samples", 0, "print up to `n` hidden references per policy and window, for review")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: contextfold bench [flags] [trajectory dir or files]...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
 	}
 	ws, err := parseWindows(*windows, *window)
 	if err != nil {
-		fmt.Fprintln(stderr, "contextfold bench:", err)
-		return 2
+		return usageError(stderr, "bench", "%v", err)
+	}
+	switch *half {
+	case "all", bench.HalfNames[bench.Tune], bench.HalfNames[bench.Test]:
+	default:
+		return usageError(stderr, "bench", "-half %q: want tune, test or all", *half)
+	}
+	if *tracePolicies != "" {
+		if *trace == "" {
+			return usageError(stderr, "bench", "-trace-policies needs -trace")
+		}
+		if err := checkPolicyNames(strings.Split(*tracePolicies, ",")); err != nil {
+			return usageError(stderr, "bench", "%v", err)
+		}
 	}
 	paths := fs.Args()
 	if len(paths) == 0 {
@@ -60,14 +66,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	switch *half {
-	case "all":
 	case bench.HalfNames[bench.Tune]:
 		traces = bench.Half(traces, bench.Tune)
 	case bench.HalfNames[bench.Test]:
 		traces = bench.Half(traces, bench.Test)
-	default:
-		fmt.Fprintf(stderr, "contextfold bench: -half %q: want tune, test or all\n", *half)
-		return 2
 	}
 	if len(traces) == 0 {
 		fmt.Fprintf(stderr, "contextfold bench: no trajectories in the %s half of %s\n", *half, strings.Join(paths, ", "))
@@ -77,15 +79,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	oai := bench.Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: *read, Output: *output}
 	opt := bench.Options{Windows: ws, SystemTokens: *system, TTLms: ttl.Milliseconds(), Prices: []bench.Prices{anth, oai}, Trace: *trace, Samples: *samples}
 	if *tracePolicies != "" {
-		if *trace == "" {
-			fmt.Fprintln(stderr, "contextfold bench: -trace-policies needs -trace")
-			return 2
-		}
 		opt.TracePolicies = strings.Split(*tracePolicies, ",")
-		if err := checkPolicyNames(opt.TracePolicies); err != nil {
-			fmt.Fprintln(stderr, "contextfold bench:", err)
-			return 2
-		}
 	}
 	if !*quiet {
 		opt.Progress = stderr
@@ -126,6 +120,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 func parseWindows(list string, one int) ([]int, error) {
+	if one < 0 {
+		return nil, fmt.Errorf("bad window %d", one)
+	}
 	if one > 0 {
 		return []int{one}, nil
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -15,15 +14,16 @@ import (
 // how many lines it flags, and samples of hits and of unflagged lines that
 // contain a failure-looking word, for a human to judge.
 func lexiconCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lexicon", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	samples := fs.Int("samples", 20, "samples of each kind to print")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlags("lexicon")
+	samples := fs.Int("samples", 20, "print `n` samples of each kind")
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: contextfold lexicon [-samples N] <trajectory dir or files>...")
-		return 2
+		return wantArgs(stderr, "lexicon", "at least one trajectory dir or file", nil)
+	}
+	if *samples < 0 {
+		return usageError(stderr, "lexicon", "-samples %d: want 0 or more", *samples)
 	}
 	var files []string
 	for _, a := range fs.Args() {

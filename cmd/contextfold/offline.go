@@ -2,25 +2,23 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
+	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/service"
 )
 
 // inspectCmd reports a Pi session file's fold state: events, layers, codes
 // and whether each recalls, tokens masked, compactions.
 func inspectCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(reorder(args, map[string]bool{"json": false})); err != nil {
-		return 2
+	fs := newFlags("inspect")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"json": false}), stdout, stderr); !ok {
+		return exit
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: contextfold inspect [-json] <session.jsonl>")
-		return 2
+		return wantArgs(stderr, "inspect", "one session file", fs.Args())
 	}
 	svc, err := service.Offline(fs.Arg(0))
 	if err != nil {
@@ -41,17 +39,20 @@ func inspectCmd(args []string, stdout, stderr io.Writer) int {
 // recallCmd reads a folded block back from a session file, verified exactly
 // as the recall_folded tool does.
 func recallCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("recall", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	grep := fs.String("grep", "", "only lines containing this text (case-insensitive)")
-	lines := fs.String("lines", "", `a 1-based line range, e.g. "40-80"`)
-	search := fs.String("search", "", "find which folded blocks hold this text (no code needed)")
-	if err := fs.Parse(reorder(args, map[string]bool{"grep": true, "lines": true, "search": true})); err != nil {
-		return 2
+	fs := newFlags("recall")
+	grep := fs.String("grep", "", "only the lines holding `T` (case-insensitive)")
+	lines := fs.String("lines", "", "only lines `a-b` (1-based, inclusive, a ≤ b), e.g. 40-80")
+	search := fs.String("search", "", "find which folded blocks hold `T` (no code needed); with codes, grep them for it")
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "search": true}), stdout, stderr); !ok {
+		return exit
 	}
-	if fs.NArg() < 1 || (fs.NArg() < 2 && *search == "") {
-		fmt.Fprintln(stderr, "usage: contextfold recall <session.jsonl> <code>... [-grep T] [-lines a-b] | -search T")
-		return 2
+	switch {
+	case fs.NArg() == 0 && *search != "":
+		return wantArgs(stderr, "recall", "a session file", nil)
+	case fs.NArg() < 2 && *search == "":
+		return wantArgs(stderr, "recall", "a session file and at least one code (or -search T)", fs.Args())
+	case *lines != "" && !recall.ValidLines(*lines):
+		return usageError(stderr, "recall", "malformed -lines %q: want a-b, two line numbers with a ≤ b, e.g. -lines 40-80", *lines)
 	}
 	svc, err := service.Offline(fs.Arg(0))
 	if err != nil {
@@ -63,6 +64,10 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contextfold recall:", err)
 		return 1
 	}
+	if res.IsError {
+		fmt.Fprintln(stderr, "contextfold recall:", res.Text)
+		return 1
+	}
 	fmt.Fprintln(stdout, res.Text)
 	if d, ok := res.Details.(service.RecallDetails); ok && len(d.Recalled) == 0 && *search == "" {
 		return 1
@@ -72,16 +77,14 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 
 // handoffCmd writes the same handoff seed /fold-handoff writes.
 func handoffCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("handoff", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	goal := fs.String("goal", "", "the goal for the next session (verbatim)")
-	print := fs.Bool("print", false, "also print the seed")
-	if err := fs.Parse(reorder(args, map[string]bool{"goal": true, "print": false})); err != nil {
-		return 2
+	fs := newFlags("handoff")
+	goal := fs.String("goal", "", "the goal for the next session, written verbatim")
+	print := fs.Bool("print", false, "print the seed too, before its path")
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"goal": true, "print": false}), stdout, stderr); !ok {
+		return exit
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, `usage: contextfold handoff <session.jsonl> -goal "…"`)
-		return 2
+		return wantArgs(stderr, "handoff", "one session file", fs.Args())
 	}
 	svc, err := service.Offline(fs.Arg(0))
 	if err != nil {
@@ -103,10 +106,15 @@ func handoffCmd(args []string, stdout, stderr io.Writer) int {
 // reorder moves flags after positional arguments to the front, so
 // "recall file code -grep x" works as well as "recall -grep x file code".
 // takesValue names each flag and whether it consumes the next argument.
+// Everything after "--" is positional, as flag.Parse reads it.
 func reorder(args []string, takesValue map[string]bool) []string {
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			return append(append(flags, "--"), pos...)
+		}
 		if len(a) > 1 && a[0] == '-' {
 			name := a[1:]
 			if len(name) > 0 && name[0] == '-' {

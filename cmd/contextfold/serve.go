@@ -18,7 +18,17 @@ import (
 
 // serveCmd runs the engine service on stdin/stdout for the Pi adapter. It
 // exits when stdin closes, so the engine never outlives its Pi process.
+//
+// Its arguments are parsed before anything is written or read, so -h prints
+// the usage alone: no hello frame, no wait on stdin.
 func serveCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve")
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
+	}
+	if fs.NArg() != 0 {
+		return wantArgs(stderr, "serve", "no arguments", fs.Args())
+	}
 	level := slog.LevelWarn
 	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
 		level = slog.LevelDebug

@@ -22,7 +22,7 @@ import (
 //	<the last lines, verbatim>
 //
 // Every mark starts with the ellipsis and states exact line numbers, which
-// are those recall_folded's lines= argument reads (1-based, split at "\n").
+// are those recall_folded's lines= argument reads (1-based, SplitLines).
 // A result with no line break is the one case cut by characters, and the
 // header says so.
 
@@ -55,7 +55,7 @@ func BoundedLines(id, toolName, text string, isError bool, blockTokens, maxToken
 		text:   text,
 		tokens: blockTokens,
 		error:  isError,
-		lines:  splitLines(text),
+		lines:  SplitLines(text),
 	}
 	if in.name == "" {
 		in.name = "result"
@@ -142,17 +142,6 @@ type boundedPlan struct {
 	omitted       []*errEntry
 	middleErrors  bool // some error line lies in [head, tail)
 	everyLineSeen bool // head and tail meet: the whole text is shown
-}
-
-// splitLines splits text as recall's lines= counts it, without the empty
-// line after a final newline (it holds nothing, and the header would count
-// one line too many).
-func splitLines(text string) []string {
-	ls := strings.Split(text, "\n")
-	if len(ls) > 1 && ls[len(ls)-1] == "" {
-		ls = ls[:len(ls)-1]
-	}
-	return ls
 }
 
 // errorEntries groups the error lines among flagged by exact text, in order

@@ -48,7 +48,7 @@ func checkBounded(t testing.TB, id, text, view string, maxTokens int) boundedSha
 	if got, limit := tokens.Block(view), max(maxTokens, MinBoundedTokens); got > limit {
 		t.Fatalf("view is %d tokens, cap %d", got, limit)
 	}
-	in := splitLines(text)
+	in := SplitLines(text)
 	n := len(in)
 	out := strings.Split(view, "\n")
 	header, rest := out[0], out[1:]

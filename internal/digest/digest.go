@@ -479,7 +479,7 @@ func ToolResultSource(id, toolName, text string, isError bool, blockTokens int, 
 	if isError {
 		b.WriteString("error")
 	} else {
-		n := tokens.CountLines(text)
+		n := LineCount(text)
 		b.WriteString(strconv.Itoa(n))
 		if n == 1 {
 			b.WriteString(" line")

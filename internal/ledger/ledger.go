@@ -48,15 +48,16 @@ import (
 )
 
 // Errors. Each is returned wrapped with the path or the block id; test with
-// errors.Is.
+// errors.Is. Their texts reach users (the CLI, recall_folded's notes), so
+// they name what users know, the session file, not this package.
 var (
 	// ErrNotSession: the input's first JSON object is not a session header.
 	ErrNotSession = errors.New("not a Pi session file")
 	// ErrNotFound: no message entry holds a block with that durable id.
-	ErrNotFound = errors.New("block not found in the session ledger")
+	ErrNotFound = errors.New("not found in the session file")
 	// ErrSHAMismatch: blocks with that id exist, but none has the fold-time
 	// sha256.
-	ErrSHAMismatch = errors.New("ledger text failed the fold-time sha256 check")
+	ErrSHAMismatch = errors.New("the session file's text failed the fold-time sha256 check")
 	// ErrRewritten: the file no longer extends what was read (it shrank, or
 	// the bytes at the read offset changed); read it again from scratch.
 	ErrRewritten = errors.New("session file was rewritten since it was read")
@@ -143,11 +144,11 @@ type candidate struct {
 func ReadFile(path string) (*Ledger, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
+		return nil, err
 	}
 	l, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return l, nil
 }
@@ -351,12 +352,12 @@ func (l *Ledger) dropLast() {
 func (l *Ledger) Refresh(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false, fmt.Errorf("ledger: %w", err)
+		return false, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return false, fmt.Errorf("ledger: %w", err)
+		return false, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -365,7 +366,7 @@ func (l *Ledger) Refresh(path string) (bool, error) {
 	case size == l.seen:
 		return false, nil
 	case size < l.seen:
-		return false, fmt.Errorf("ledger: %s: shrank from %d to %d bytes: %w", path, l.seen, size, ErrRewritten)
+		return false, fmt.Errorf("%s: shrank from %d to %d bytes: %w", path, l.seen, size, ErrRewritten)
 	}
 	from := l.size
 	if from > 0 {
@@ -374,17 +375,17 @@ func (l *Ledger) Refresh(path string) (bool, error) {
 	buf := make([]byte, size-from)
 	n, err := f.ReadAt(buf, from)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("ledger: %w", err)
+		return false, err
 	}
 	buf = buf[:n]
 	if l.size > 0 {
 		if len(buf) == 0 || buf[0] != '\n' {
-			return false, fmt.Errorf("ledger: %s: no line end at offset %d: %w", path, from, ErrRewritten)
+			return false, fmt.Errorf("%s: no line end at offset %d: %w", path, from, ErrRewritten)
 		}
 		buf = buf[1:]
 	}
 	if err := l.appendLocked(buf); err != nil {
-		return false, fmt.Errorf("ledger: %s: %w", path, err)
+		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, nil
 }
@@ -580,7 +581,7 @@ func (l *Ledger) Locate(id, sha string) (Found, error) {
 	l.buildIndex()
 	cs := l.index[id]
 	if len(cs) == 0 {
-		return Found{}, fmt.Errorf("ledger: block %s: %w", id, ErrNotFound)
+		return Found{}, fmt.Errorf("block %s: %w", id, ErrNotFound)
 	}
 	if sha == "" {
 		pick := cs[len(cs)-1]
@@ -593,7 +594,7 @@ func (l *Ledger) Locate(id, sha string) (Found, error) {
 		if f, ok := l.found(id, pick); ok {
 			return f, nil
 		}
-		return Found{}, fmt.Errorf("ledger: block %s: %w", id, ErrNotFound)
+		return Found{}, fmt.Errorf("block %s: %w", id, ErrNotFound)
 	}
 	for k := len(cs) - 1; k >= 0; k-- {
 		f, ok := l.found(id, cs[k])
@@ -602,7 +603,7 @@ func (l *Ledger) Locate(id, sha string) (Found, error) {
 			return f, nil
 		}
 	}
-	return Found{}, fmt.Errorf("ledger: block %s (%d candidate(s)): %w", id, len(cs), ErrSHAMismatch)
+	return Found{}, fmt.Errorf("block %s (%d candidate(s)): %w", id, len(cs), ErrSHAMismatch)
 }
 
 // buildIndex indexes the entries appended since the last call.

@@ -630,3 +630,43 @@ func BenchmarkReadAndLocate(b *testing.B) {
 		l.Locate("r:toolu_01Eiija7gxqTyYUmbwqxVfUJ", "")
 	}
 }
+
+// TestErrorTextsAreUserFacing: the texts of every error this package
+// returns reach users (the CLI, recall_folded's notes), who know a session
+// file, not a "ledger".
+func TestErrorTextsAreUserFacing(t *testing.T) {
+	dir := t.TempDir()
+	l := mustParse(t, readTestdata(t, "session-basic.jsonl"))
+	notSession := filepath.Join(dir, "x.jsonl")
+	os.WriteFile(notSession, []byte(`{"type":"message"}`+"\n"), 0o600)
+	_, errMissing := ReadFile(filepath.Join(dir, "missing.jsonl"))
+	_, errNotSession := ReadFile(notSession)
+	_, errNotFound := l.Locate("r:nope", "")
+	_, errMismatch := l.Locate("r:call_1", registry.Sum("tampered"))
+	_, errGone := l.Refresh(filepath.Join(dir, "gone"))
+	grown := filepath.Join(dir, "s.jsonl")
+	data := readTestdata(t, "session-basic.jsonl")
+	os.WriteFile(grown, data, 0o600)
+	l2, _ := ReadFile(grown)
+	os.WriteFile(grown, data[:len(data)/2], 0o600)
+	_, errShrank := l2.Refresh(grown)
+	for name, tc := range map[string]struct {
+		err  error
+		want string
+	}{
+		"missing":     {errMissing, "missing.jsonl"},
+		"not session": {errNotSession, "not a Pi session file"},
+		"not found":   {errNotFound, "block r:nope: not found in the session file"},
+		"mismatch":    {errMismatch, "the session file's text failed the fold-time sha256 check"},
+		"gone":        {errGone, "gone"},
+		"shrank":      {errShrank, "s.jsonl: shrank"},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if msg := tc.err.Error(); strings.Contains(msg, "ledger") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %q, want it to say %q and never \"ledger\"", name, msg, tc.want)
+		}
+	}
+}

@@ -202,7 +202,7 @@ func FuzzSlice(f *testing.F) {
 		if kept > 1 && sum > SearchTokenCap || truncated != strings.HasPrefix(note, "capped") {
 			t.Fatalf("Search: %d tokens in %d lines, truncated %v", sum, kept, truncated)
 		}
-		if got := RenderSearch(term, hits, note); valid && !utf8.ValidString(got) {
+		if got := RenderSearch(term, hits, note, nil); valid && !utf8.ValidString(got) {
 			t.Fatal("Search: invalid UTF-8")
 		}
 	})

@@ -32,6 +32,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
@@ -54,7 +55,7 @@ const (
 // Sources name the text a line range or grep searched; they appear in the
 // notes.
 const (
-	SourceLedger     = "ledger"
+	SourceLedger     = "session file"
 	SourceFullOutput = "full output"
 	SourceLive       = "live block"
 	SourceParent     = "parent session"
@@ -96,7 +97,7 @@ func Whole(text string) (out, note string) {
 	var kept []string
 	sum, n := 0, 0
 	clipped, stopped := false, false
-	for line := range strings.SplitSeq(text, "\n") {
+	for _, line := range digest.SplitLines(text) {
 		n++
 		if stopped {
 			continue // counting the lines
@@ -122,21 +123,39 @@ func Whole(text string) (out, note string) {
 	return strings.Join(kept, "\n"), note
 }
 
+// LinesForm says what a lines= range must look like.
+const LinesForm = `"start-end", two line numbers with start ≤ end, e.g. lines=40-80`
+
+// ValidLines reports whether spec is a well-formed line range: two numbers
+// (as the TypeScript read them, surrounding whitespace allowed) with the
+// start not after the end. A range past the end of a block is well formed;
+// it reads nothing, and says so.
+func ValidLines(spec string) bool {
+	a, b, ok := parseRange(spec)
+	return ok && a <= b
+}
+
+// MalformedLines is the answer to a malformed lines= range: recall_folded
+// returns it as an error, before reading anything.
+func MalformedLines(spec string) string {
+	return `malformed lines="` + spec + `": want ` + LinesForm + ` — nothing returned`
+}
+
 // Lines returns lines a-b of text (spec "a-b", 1-based, inclusive), each as
 // "<n>: <line>" clipped to LineCharCap, within WholeTokenCap (at least one
 // line). a is raised to 1 and b lowered to the line count. A malformed spec
-// or an empty range returns no text and a note saying so.
+// (see ValidLines) or an empty range returns no text and a note saying so.
 func Lines(text, spec, source string) (out, note string) {
-	a, b, ok := parseRange(spec)
-	if !ok {
-		return "", `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
+	if !ValidLines(spec) {
+		return "", MalformedLines(spec)
 	}
-	lines := strings.Split(text, "\n")
+	a, b, _ := parseRange(spec)
+	lines := digest.SplitLines(text)
 	a = max(1, a)
 	b = min(float64(len(lines)), b)
 	if a > b {
 		return "", "empty range " + rawjson.FormatJSNumber(a) + "-" + rawjson.FormatJSNumber(b) +
-			" (" + source + " has " + strconv.Itoa(len(lines)) + " lines)"
+			" (" + source + " has " + strconv.Itoa(len(lines)) + " " + plural(len(lines), "line", "lines") + ")"
 	}
 	first, last := int(a), int(b)
 	var kept []string
@@ -213,7 +232,7 @@ func Grep(text, term, source string) (out, note string) {
 	var kept []string
 	sum, hits, n := 0, 0, 0
 	stopped := false
-	for line := range strings.SplitSeq(text, "\n") {
+	for _, line := range digest.SplitLines(text) {
 		n++
 		at := f.index(line)
 		if at < 0 {
@@ -233,7 +252,7 @@ func Grep(text, term, source string) (out, note string) {
 	}
 	switch {
 	case hits == 0:
-		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " lines)"
+		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " " + plural(n, "line", "lines") + ")"
 	case len(kept) < hits:
 		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `" (` + source + ") — narrow your query or use lines=<a-b>"
 	default:
@@ -249,11 +268,15 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// Block is one folded block for Search. Note labels what was served (see
-// Check and Fallback); it is rendered after the label.
+// Block is one folded block for Search. Note labels what was served (the
+// route notes of render.go); it is rendered after the label. Unverified
+// marks text that is not known to be the folded bytes (it failed the
+// fold-time sha256 check, or there is none to check): its hits are flagged
+// in the search's first line too.
 type Block struct {
 	Code, Label, Note string
 	Text              string
+	Unverified        bool
 }
 
 // Hit is one block's matching lines, "<n>: <window>", numbered as Lines
@@ -261,6 +284,7 @@ type Block struct {
 type Hit struct {
 	Code, Label, Note string
 	Lines             []string
+	Unverified        bool
 }
 
 // Search sweeps term over blocks in order, as Grep does per block, with one
@@ -273,7 +297,7 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 	for _, b := range blocks {
 		var lines []string
 		n := 0
-		for line := range strings.SplitSeq(b.Text, "\n") {
+		for _, line := range digest.SplitLines(b.Text) {
 			n++
 			at := f.index(line)
 			if at < 0 {
@@ -288,7 +312,7 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 			lines = append(lines, h)
 		}
 		if len(lines) > 0 {
-			hits = append(hits, Hit{Code: b.Code, Label: b.Label, Note: b.Note, Lines: lines})
+			hits = append(hits, Hit{Code: b.Code, Label: b.Label, Note: b.Note, Lines: lines, Unverified: b.Unverified})
 			total += len(lines)
 		}
 		if truncated {

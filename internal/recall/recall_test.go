@@ -2,10 +2,13 @@ package recall
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
 
@@ -105,35 +108,46 @@ func TestLines(t *testing.T) {
 	for _, tc := range []struct {
 		text, spec, source, want, note string
 	}{
-		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
-		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (ledger)"},
-		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (ledger)"}, // JavaScript's \s
-		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (ledger)"},
-		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (ledger)"},           // clamped up
+		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
+		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
+		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (session file)"}, // JavaScript's \s
+		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (session file)"},
+		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (session file)"},     // clamped up
 		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
-		{five, "7-9", SourceLedger, "", "empty range 7-5 (ledger has 5 lines)"},
-		{five, "3-2", SourceLive, "", "empty range 3-2 (live block has 5 lines)"},
-		{five, "0-0", SourceLedger, "", "empty range 1-0 (ledger has 5 lines)"},
-		{five, "99999999999999999999999-1", SourceLedger, "", "empty range 1e+23-1 (ledger has 5 lines)"},
-		{"", "1-1", SourceLedger, "1: ", "lines 1-1 of 1 (ledger)"},
-		{"a\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (ledger)"},
+		{five, "7-9", SourceLedger, "", "empty range 7-5 (session file has 5 lines)"},
+		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},
+		{five, "1-99999999999999999999999", SourceLedger, "1: l1\n2: l2\n3: l3\n4: l4\n5: l5", "lines 1-5 of 5 (session file)"},
+		// One line definition (digest.SplitLines): the empty text has no
+		// lines, and a final newline ends the last line, starting none.
+		{"", "1-1", SourceLedger, "", "empty range 1-0 (session file has 0 lines)"},
+		{"a\n", "1-5", SourceLedger, "1: a", "lines 1-1 of 1 (session file)"},
+		{"a\r\nb\r\n", "1-5", SourceLedger, "1: a\r\n2: b\r", "lines 1-2 of 2 (session file)"},
+		{"\n", "1-5", SourceLedger, "1: ", "lines 1-1 of 1 (session file)"},
+		{"a\n\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
 		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
 			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
 		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag,
 			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — narrow the range or grep"},
 		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
-			"lines 1-3 of 1-3 requested (ledger, ~2000 tok cap, long line clipped) — narrow the range or grep"},
+			"lines 1-3 of 1-3 requested (session file, ~2000 tok cap, long line clipped) — narrow the range or grep"},
 	} {
 		got, note := Lines(tc.text, tc.spec, tc.source)
 		if got != tc.want || note != tc.note {
 			t.Errorf("Lines(%.20q, %q):\n got %.200q\nnote %q\nwant %.200q\nnote %q", tc.text, tc.spec, got, note, tc.want, tc.note)
 		}
 	}
-	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "١-٢", "1-2x", "0x1-2"} {
+	// Malformed: not two numbers, or the start after the end (a range
+	// that could hold no line of any block).
+	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "١-٢", "1-2x", "0x1-2", "3-2", "99999999999999999999999-1"} {
 		got, note := Lines(five, spec, SourceLedger)
-		want := `malformed lines="` + spec + `" (want "start-end", e.g. lines=40-80) — nothing returned`
-		if got != "" || note != want {
-			t.Errorf("Lines(%q) = %q, %q", spec, got, note)
+		want := `malformed lines="` + spec + `": want "start-end", two line numbers with start ≤ end, e.g. lines=40-80 — nothing returned`
+		if got != "" || note != want || ValidLines(spec) {
+			t.Errorf("Lines(%q) = %q, %q (valid %v)", spec, got, note, ValidLines(spec))
+		}
+	}
+	for _, spec := range []string{"2-4", " 2 - 4 ", "0-2", "7-9", "0-0", "5-5"} {
+		if !ValidLines(spec) {
+			t.Errorf("ValidLines(%q) = false", spec)
 		}
 	}
 }
@@ -145,24 +159,25 @@ func TestGrep(t *testing.T) {
 	for _, tc := range []struct {
 		text, term, source, want, note string
 	}{
-		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (ledger)`},
-		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (ledger)`},
-		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched ledger, 5 lines)`},
-		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 lines)`},
-		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (ledger)`},
-		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (ledger)`},
+		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (session file)`},
+		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (session file)`},
+		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched session file, 5 lines)`},
+		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 0 lines)`},
+		{"a\n", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 line)`},
+		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (session file)`},
+		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (session file)`},
 		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
 			`26 of 200 matches for "ERROR" (full output) — narrow your query or use lines=<a-b>`},
 		{"x\n" + needle, "needle", SourceLive, "2: […chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
 			`1 match for "needle" (live block)`},
 		// Astral characters before the match count two units each…
 		{rep(emoji, 200) + "key" + rep("z", 300), "KEY", SourceLedger,
-			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (ledger)`},
+			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (session file)`},
 		// …and a window that would start inside one starts after it.
 		{"a" + rep(emoji, 200) + "xkey" + rep("z", 300), "key", SourceLedger,
-			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (ledger)`},
+			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (session file)`},
 		// A match at the head of a long line keeps the head.
-		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (ledger)`},
+		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (session file)`},
 	} {
 		got, note := Grep(tc.text, tc.term, tc.source)
 		if got != tc.want || note != tc.note {
@@ -182,9 +197,9 @@ func TestSlice(t *testing.T) {
 		partial    bool
 	}{
 		{Options{}, text, "", false},
-		{Options{Grep: "error"}, "2: two error", `1 match for "error" (ledger)`, true},
-		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (ledger)", true},
-		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (ledger)", true}, // lines wins
+		{Options{Grep: "error"}, "2: two error", `1 match for "error" (session file)`, true},
+		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (session file)", true},
+		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (session file)", true}, // lines wins
 	} {
 		got, note := Slice(text, tc.o, SourceLedger)
 		if got != tc.want || note != tc.note || tc.o.Partial() != tc.partial {
@@ -208,23 +223,43 @@ func TestSearch(t *testing.T) {
 === aaaaaa (tool_result bash · turn 2) ===
 2: error: one
 
-=== cccccc (tool_result read · turn 5 (+1)) — ledger content for #cccccc failed the fold-time sha256 check — served from live history ===
+=== cccccc (tool_result read · turn 5 (+1)) — the session file's text for #cccccc failed the fold-time sha256 check — served from live history ===
 1: ERROR two
 2: error three`
-	if got := RenderSearch("error", hits, note); got != want {
+	if got := RenderSearch("error", hits, note, nil); got != want {
 		t.Errorf("RenderSearch:\n%s\nwant\n%s", got, want)
 	}
 
 	hits, _, note = Search(blocks, "NOTHING")
-	if got := RenderSearch("NOTHING", hits, note); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
+	if got := RenderSearch("NOTHING", hits, note, nil); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
 
-=== bbbbbb (bash · ledger (compacted out of view)) — sha256 verified ===
+=== bbbbbb (bash · session file (compacted out of view)) — sha256 verified ===
 1: nothing` {
 		t.Errorf("one hit:\n%s", got)
 	}
 	hits, _, note = Search(blocks, "zzz")
-	if got := RenderSearch("zzz", hits, note); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
+	if got := RenderSearch("zzz", hits, note, nil); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
 		t.Errorf("no hit: %s", got)
+	}
+	// Unverified hits are named where the answer starts, as well as in
+	// their block's line; blocks left out are warned of.
+	blocks[0].Note, blocks[0].Unverified = Mismatch, true
+	hits, _, note = Search(blocks, "error")
+	if got := RenderSearch("error", hits, note, []string{NotSearched("dddddd", WhyMismatch("dddddd"))}); got != `search "error" — 3 matching lines across 2 of 3 folded blocks · ⚠ lines from 1 block are UNVERIFIED (not known to be the folded bytes): aaaaaa
+⚠ dddddd — not searched: the session file's text for #dddddd failed the fold-time sha256 check
+
+=== aaaaaa (tool_result bash · turn 2) — ⚠ UNVERIFIED: this text failed the fold-time sha256 check — it is not the folded bytes ===
+2: error: one
+
+=== cccccc (tool_result read · turn 5 (+1)) — the session file's text for #cccccc failed the fold-time sha256 check — served from live history ===
+1: ERROR two
+2: error three` {
+		t.Errorf("unverified:\n%s", got)
+	}
+	hits, _, note = Search(blocks, "zzz")
+	if got := RenderSearch("zzz", hits, note, []string{"2 compacted blocks not searched: no readable session file"}); got != `search "zzz" — no matching lines in the folded blocks searched (0 matching lines across 0 of 3 folded blocks)
+⚠ 2 compacted blocks not searched: no readable session file` {
+		t.Errorf("no hit, blocks left out:\n%s", got)
 	}
 	if _, _, note := Search(nil, "x"); note != "0 matching lines across 0 of 0 folded blocks" {
 		t.Errorf("no blocks: %s", note)
@@ -255,20 +290,20 @@ func TestLabelsAndRoutes(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{LiveLabel("tool_result", "bash", 3, 0), "tool_result bash · turn 3"},
 		{LiveLabel("thinking", "", 1, 2), "thinking · turn 1 (+2)"},
-		{LedgerLabel("bash"), "bash · ledger"},
-		{CompactedLabel("read"), "read · ledger (compacted out of view)"},
+		{LedgerLabel("bash"), "bash · session file"},
+		{CompactedLabel("read"), "read · session file (compacted out of view)"},
 		{ParentLabel("bash"), "bash · parent session"},
-		// a verified ledger block
-		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (ledger)"},
+		// a verified session-file block
+		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (session file)"},
 		// an unverified legacy record
-		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (ledger)"},
-		// a live block served because the ledger failed its check
-		{Notes(Fallback(WhyMismatch("abc123")), ""), "ledger content for #abc123 failed the fold-time sha256 check — served from live history"},
-		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session ledger — served from live history"},
-		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session ledger for #abc123 — served from live history"},
+		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (session file)"},
+		// a live block served because the session file failed its check
+		{Notes(Fallback(WhyMismatch("abc123")), ""), "the session file's text for #abc123 failed the fold-time sha256 check — served from live history"},
+		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session file — served from live history"},
+		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session file for #abc123 — served from live history"},
 		// a truncated view: the full output is gone
-		{Notes(Verified, FullOutputGone, "1 match for \"x\" (ledger)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (ledger)"},
-		{Unavailable(WhyMismatch("abc123")), "recall unavailable — ledger content for #abc123 failed the fold-time sha256 check"},
+		{Notes(Verified, FullOutputGone, "1 match for \"x\" (session file)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (session file)"},
+		{Unavailable(WhyMismatch("abc123")), "recall unavailable — the session file's text for #abc123 failed the fold-time sha256 check"},
 		{Notes("", ""), ""},
 	} {
 		if tc.got != tc.want {
@@ -279,17 +314,17 @@ func TestLabelsAndRoutes(t *testing.T) {
 
 func TestRenderRecall(t *testing.T) {
 	matches := []Match{
-		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (ledger)"), Text: "1: a\n2: b"},
+		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (session file)"), Text: "1: a\n2: b"},
 		{Code: "def456", Label: LiveLabel("tool_result", "bash", 3, 0), Text: "hello"},
 	}
 	failures := []Failure{{Code: "ghi789", Message: Unavailable(WhyNotFound("ghi789"))}}
 	missing := []string{"{#zzzzzz FOLDED}"}
-	want := `✓ abc123 — bash · ledger · sha256 verified · lines 1-2 of 9 (ledger)
+	want := `✓ abc123 — bash · session file · sha256 verified · lines 1-2 of 9 (session file)
 ✓ def456 — tool_result bash · turn 3
-⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger
+⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session file
 ✗ {#zzzzzz FOLDED} — no folded block with that code
 
-=== abc123 (bash · ledger) — sha256 verified · lines 1-2 of 9 (ledger) ===
+=== abc123 (bash · session file) — sha256 verified · lines 1-2 of 9 (session file) ===
 1: a
 2: b
 
@@ -298,7 +333,7 @@ hello`
 	if got := RenderRecall(matches, failures, missing); got != want {
 		t.Errorf("RenderRecall:\n%s\nwant\n%s", got, want)
 	}
-	if got := RenderRecall(nil, failures, missing); got != "⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session ledger\n✗ {#zzzzzz FOLDED} — no folded block with that code" {
+	if got := RenderRecall(nil, failures, missing); got != "⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session file\n✗ {#zzzzzz FOLDED} — no folded block with that code" {
 		t.Errorf("no match: %s", got)
 	}
 	if got := RenderRecall(nil, nil, nil); got != NoCodes {
@@ -358,5 +393,50 @@ func TestFinderOffsets(t *testing.T) {
 	}
 	if n := tokens.Units("ȺA"); n != 2 {
 		t.Fatal(n)
+	}
+}
+
+// TestLineCountsAgreeWithTheDigest: the "N lines" a digest shows is the
+// count every recall read numbers and reports, so lines=N-N reads the
+// block's last line and lines=N+1-N+1 is past the end: with and without a
+// final newline, with CRLF, blank lines and the empty text. (A digest said
+// 321 lines for a block recall said had 322.)
+func TestLineCountsAgreeWithTheDigest(t *testing.T) {
+	count := regexp.MustCompile(` → (\d+) lines?, `)
+	long := strings.Repeat("output line of a long result\n", 400)
+	for _, text := range []string{
+		"one", "one\n", "one\ntwo", "one\ntwo\n", "one\r\ntwo\r\n", "one\r\ntwo",
+		"one\n\nthree\n", "one\n\n", "\n\none", "  \none\n", "", "\n", long, long + "tail",
+	} {
+		n := digest.LineCount(text)
+		lines := digest.SplitLines(text)
+		if len(lines) != n {
+			t.Errorf("%.40q: SplitLines has %d lines, LineCount %d", text, len(lines), n)
+			continue
+		}
+		dig := digest.ToolResult("r:x", "bash", text, false, 10, digest.DefaultLimits)
+		if m := count.FindStringSubmatch(dig); m != nil {
+			if m[1] != strconv.Itoa(n) {
+				t.Errorf("%.40q: digest says %s lines, LineCount %d", text, m[1], n)
+			}
+		} else if !tokens.IsBlank(text) || !strings.Contains(dig, "→ empty") {
+			t.Errorf("%.40q: digest %q", text, dig)
+		}
+		if n > 0 {
+			last := strconv.Itoa(n)
+			if out, note := Lines(text, last+"-"+last, SourceLedger); out != last+": "+lines[n-1] || note != "lines "+last+"-"+last+" of "+last+" (session file)" {
+				t.Errorf("%.40q: lines=%s-%s: %q %q", text, last, last, out, note)
+			}
+		}
+		past := strconv.Itoa(n + 1)
+		if out, note := Lines(text, past+"-"+past, SourceLedger); out != "" || note != "empty range "+past+"-"+strconv.Itoa(n)+" (session file has "+strconv.Itoa(n)+" "+plural(n, "line", "lines")+")" {
+			t.Errorf("%.40q: lines=%s-%s: %q %q", text, past, past, out, note)
+		}
+		if _, note := Grep(text, "zzz-absent", SourceLedger); !strings.HasSuffix(note, ", "+strconv.Itoa(n)+" "+plural(n, "line", "lines")+")") {
+			t.Errorf("%.40q: grep note %q, want %d lines", text, note, n)
+		}
+		if _, note := Whole(text); note != "" && !strings.Contains(note, " of "+strconv.Itoa(n)+" ") {
+			t.Errorf("%.40q: whole note %q, want of %d", text, note, n)
+		}
 	}
 }

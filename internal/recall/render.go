@@ -9,20 +9,27 @@ import (
 // served block's note is Notes(route note, slice note), where the route note
 // is one of:
 //
-//	Verified           the ledger text matched the fold-time sha256
+//	Verified           the session file's text matched the fold-time sha256
 //	Legacy             a legacy record without a fold-time sha256: unverified
-//	Fallback(why)      the ledger could not serve (why) and the live block did
-//	FullOutputGone     (with the ledger note) the tool's full-output file is
+//	Fallback(why)      the session file could not serve (why); the live block did
+//	FullOutputGone     (with the route note) the tool's full-output file is
 //	                   gone; a grep or line range saw the truncated result
 //
 // so no route serves text without saying which it is (EDGES 24).
+//
+// Labels and notes are read by the model and by people at the command line,
+// so they name the session file (Pi's file the blocks are read back from),
+// never the engine's word for its reader, "ledger".
 
-// LedgerLabel labels a block read from the session ledger. tool is the tool
+// LedgerLabel labels a block read from the session file. tool is the tool
 // name, or the block kind when there is none.
-func LedgerLabel(tool string) string { return tool + " · ledger" }
+func LedgerLabel(tool string) string { return tool + " · " + SourceLedger }
 
-// CompactedLabel labels, in a search, a ledger block that left live history.
-func CompactedLabel(tool string) string { return tool + " · ledger (compacted out of view)" }
+// CompactedLabel labels, in a search, a block read from the session file
+// that left live history.
+func CompactedLabel(tool string) string {
+	return tool + " · " + SourceLedger + " (compacted out of view)"
+}
 
 // ParentLabel labels a block read from the session this one was handed off
 // from.
@@ -53,26 +60,38 @@ const (
 	// FullOutputGone marks a grep or line range that wanted the tool's
 	// full-output file and got the truncated result the message kept.
 	FullOutputGone = "full output file unreadable — searched the truncated result"
+	// Mismatch marks, in a search, a block whose text failed the fold-time
+	// sha256 check and was searched anyway (it is the only copy there is):
+	// its lines are not known to be what was folded.
+	Mismatch = "⚠ UNVERIFIED: this text failed the fold-time sha256 check — it is not the folded bytes"
+	// NoRecord marks, in a search, a folded block with no fold record to
+	// check its text against.
+	NoRecord = "⚠ unverified (no fold record to check it against)"
 )
 
-// WhyMismatch says the ledger holds the block but not the folded bytes.
+// NotSearched is a search warning: a folded block left out of the sweep
+// because its text could not be verified (why).
+func NotSearched(code, why string) string { return code + " — not searched: " + why }
+
+// WhyMismatch says the session file holds the block but not the folded
+// bytes.
 func WhyMismatch(code string) string {
-	return "ledger content for #" + code + " failed the fold-time sha256 check"
+	return "the session file's text for #" + code + " failed the fold-time sha256 check"
 }
 
-// WhyNotFound says the ledger has no block for the code.
+// WhyNotFound says the session file has no block for the code.
 func WhyNotFound(code string) string {
-	return "block for #" + code + " was not found in the session ledger"
+	return "block for #" + code + " was not found in the session file"
 }
 
-// WhyNoLedger says there is no ledger to read (no session file, or it could
-// not be read).
+// WhyNoLedger says there is no session file to read (none, or it could not
+// be read).
 func WhyNoLedger(code string) string {
-	return "no readable session ledger for #" + code
+	return "no readable session file for #" + code
 }
 
-// Fallback is the route note of a live block served because the ledger
-// could not serve it.
+// Fallback is the route note of a live block served because the session
+// file could not serve it.
 func Fallback(why string) string { return why + " — served from live history" }
 
 // Unavailable is the Failure message when nothing can serve a code.
@@ -152,15 +171,37 @@ func RenderRecall(matches []Match, failures []Failure, missing []string) string 
 }
 
 // RenderSearch renders recall_folded's answer to search=<term>: the note,
-// then each block's hits under a "=== code (label) ===" line. A hit with a
-// note (a route warning) carries it in that line, as a recall body does; the
-// TypeScript search printed none, and served unverified text silently.
-func RenderSearch(term string, hits []Hit, note string) string {
-	if len(hits) == 0 {
-		return `search "` + term + `" — no matching lines in any folded block (` + note + ")"
-	}
+// then a "⚠ " line per warning (blocks left out of the sweep), then each
+// block's hits under a "=== code (label) ===" line. A hit's note (its route
+// note) is in that line, as a recall body's is, and hits from unverified
+// blocks are named in the first line as well, so no line of unverified text
+// is served without a warning where it is read and where the answer starts.
+// The TypeScript search printed none, and served unverified text silently
+// (EDGES 24).
+func RenderSearch(term string, hits []Hit, note string, warnings []string) string {
 	var sb strings.Builder
-	sb.WriteString(`search "` + term + `" — ` + note)
+	if len(hits) == 0 {
+		where := "any folded block"
+		if len(warnings) > 0 {
+			where = "the folded blocks searched"
+		}
+		sb.WriteString(`search "` + term + `" — no matching lines in ` + where + ` (` + note + ")")
+	} else {
+		sb.WriteString(`search "` + term + `" — ` + note)
+	}
+	var unverified []string
+	for _, h := range hits {
+		if h.Unverified {
+			unverified = append(unverified, h.Code)
+		}
+	}
+	if len(unverified) > 0 {
+		sb.WriteString(" · ⚠ lines from " + strconv.Itoa(len(unverified)) + " " + plural(len(unverified), "block", "blocks") +
+			" are UNVERIFIED (not known to be the folded bytes): " + strings.Join(unverified, ", "))
+	}
+	for _, w := range warnings {
+		sb.WriteString("\n⚠ " + w)
+	}
 	for _, h := range hits {
 		sb.WriteString("\n\n=== " + h.Code + " (" + h.Label + ")" + withSep(" — ", h.Note) + " ===\n")
 		sb.WriteString(strings.Join(h.Lines, "\n"))

@@ -109,7 +109,12 @@ type InspectCode struct {
 	Tool   string `json:"tool,omitempty"`
 	Bytes  int    `json:"bytes"`
 	Recall string `json:"recall"` // "verified", "unverified (legacy)", "sha mismatch", "missing"
-	Folded bool   `json:"frozen"`
+	// Folded: a fold event replaced the block with a digest (false: it was
+	// recorded when a compaction removed it).
+	Folded bool `json:"frozen"`
+	// Unfolded: the agent unfolded it since; its full content is back in
+	// context, so it masks nothing.
+	Unfolded bool `json:"unfolded"`
 }
 
 // Inspect reports the session's fold state and checks every code's recall.
@@ -123,7 +128,7 @@ func (s *Service) Inspect() *Inspection {
 	}
 	bySeq := map[int]*InspectEvent{}
 	for _, rec := range ss.eng.Registry().All() {
-		c := InspectCode{Code: rec.Code, ID: rec.ID, Seq: rec.Seq, Tool: rec.Tool, Bytes: rec.Bytes, Folded: rec.Digest != ""}
+		c := InspectCode{Code: rec.Code, ID: rec.ID, Seq: rec.Seq, Tool: rec.Tool, Bytes: rec.Bytes, Folded: rec.Digest != "", Unfolded: ss.eng.Unfolded(rec.ID)}
 		f, err := led.Locate(rec.ID, rec.SHA256)
 		switch {
 		case err == nil && rec.SHA256 == "":
@@ -144,12 +149,12 @@ func (s *Service) Inspect() *Inspection {
 			bySeq[rec.Seq] = ev
 		}
 		ev.Blocks++
-		if err == nil && rec.Digest != "" {
+		if err == nil && rec.Digest != "" && !c.Unfolded {
 			saved := tokens.Block(f.Text) - tokens.Block(rec.Digest)
 			ev.Masked += saved
 			in.Masked += saved
 		}
-		if ss.eng.Unfolded(rec.ID) {
+		if c.Unfolded {
 			in.Unfolded = append(in.Unfolded, rec.Code)
 		}
 		in.Codes = append(in.Codes, c)
@@ -201,10 +206,13 @@ func WriteInspection(w io.Writer, in *Inspection) {
 	fmt.Fprintf(w, "\ncodes (recall availability):\n")
 	for _, c := range in.Codes {
 		state := "folded"
-		if !c.Folded {
+		switch {
+		case c.Unfolded:
+			state = "unfolded"
+		case !c.Folded:
 			state = "recorded at compaction"
 		}
-		fmt.Fprintf(w, "  %s  %-8s layer %-3d %-18s %7d bytes  %s  %s\n", rawCode(c.Code), c.Tool, c.Seq, state, c.Bytes, c.Recall, c.ID)
+		fmt.Fprintf(w, "  %s  %-8s layer %-3d %-22s %7d bytes  %s  %s\n", rawCode(c.Code), c.Tool, c.Seq, state, c.Bytes, c.Recall, c.ID)
 	}
 	if len(in.Unfolded) > 0 {
 		fmt.Fprintf(w, "\nunfolded by the agent: %v\n", in.Unfolded)

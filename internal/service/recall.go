@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"os"
+	"strconv"
 
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
@@ -101,8 +102,13 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 	if ss == nil {
 		return nil, errNotOpen
 	}
-	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}}
+	if p.Lines != "" && !recall.ValidLines(p.Lines) {
+		// Refused whole, before anything is read: an answer of empty
+		// bodies each saying "malformed" reads as a success.
+		return &ToolResult{Text: recall.MalformedLines(p.Lines), Details: det, IsError: true}, nil
+	}
+	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
 	if p.Search != "" && len(p.Codes) == 0 {
 		return s.search(ss, led, ledErr, p.Search), nil
 	}
@@ -162,10 +168,14 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 }
 
 // search sweeps every folded block: live ones from history, compacted ones
-// from the ledger (verified; a block that fails its check is skipped).
+// from the session file. Every block searched carries its route note, and
+// one whose text is not known to be the folded bytes is marked Unverified;
+// a compacted block whose session-file text fails its check is left out,
+// and the answer says so, as it does when there is no session file to read.
 func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term string) *ToolResult {
 	ss.recallCalls++
 	var blocks []recall.Block
+	var warnings []string
 	seen := map[string]bool{}
 	for _, b := range ss.eng.Transcript().Blocks() {
 		if !ss.eng.Frozen(b.ID) || seen[b.ID] {
@@ -173,40 +183,65 @@ func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term str
 		}
 		seen[b.ID] = true
 		rec, _ := ss.eng.Registry().Get(b.ID)
-		note := ""
-		if rec != nil && rec.SHA256 != "" && registry.Sum(b.Text) != rec.SHA256 {
-			note = "live text differs from the folded bytes"
+		note, unverified := recall.Verified, false
+		switch {
+		case rec == nil:
+			note, unverified = recall.NoRecord, true
+		case rec.SHA256 == "":
+			note, unverified = recall.Legacy, true
+		case registry.Sum(b.Text) != rec.SHA256:
+			note, unverified = recall.Mismatch, true
 		}
-		blocks = append(blocks, recall.Block{Code: digest.Code(b.ID), Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text})
+		blocks = append(blocks, recall.Block{Code: digest.Code(b.ID), Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text, Unverified: unverified})
 	}
+	unread := 0
 	for _, rec := range ss.eng.Registry().All() {
-		if seen[rec.ID] || ss.eng.Unfolded(rec.ID) || led == nil {
+		if seen[rec.ID] || ss.eng.Unfolded(rec.ID) {
 			continue
 		}
 		if _, live := ss.eng.Live(rec.ID); live {
 			continue
 		}
+		if led == nil {
+			unread++
+			continue
+		}
 		f, err := led.Locate(rec.ID, rec.SHA256)
-		if err != nil {
+		switch {
+		case errors.Is(err, ledger.ErrSHAMismatch):
+			warnings = append(warnings, recall.NotSearched(rec.Code, recall.WhyMismatch(rec.Code)))
+			continue
+		case err != nil:
+			warnings = append(warnings, recall.NotSearched(rec.Code, recall.WhyNotFound(rec.Code)))
 			continue
 		}
 		tool := rec.Tool
 		if tool == "" {
 			tool = rec.Kind
 		}
-		note := ""
+		note, unverified := recall.Verified, false
 		if rec.SHA256 == "" {
-			note = recall.Legacy
+			note, unverified = recall.Legacy, true
 		}
-		blocks = append(blocks, recall.Block{Code: rec.Code, Label: recall.CompactedLabel(tool), Note: note, Text: f.Text})
+		blocks = append(blocks, recall.Block{Code: rec.Code, Label: recall.CompactedLabel(tool), Note: note, Text: f.Text, Unverified: unverified})
+	}
+	if unread > 0 {
+		why := "no readable session file"
+		if ledErr != nil {
+			why += " (" + ledErr.Error() + ")"
+		}
+		noun := " compacted blocks"
+		if unread == 1 {
+			noun = " compacted block"
+		}
+		warnings = append(warnings, strconv.Itoa(unread)+noun+" not searched: "+why)
 	}
 	hits, _, note := recall.Search(blocks, term)
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}, Searched: term, Hits: []string{}}
 	for _, h := range hits {
 		det.Hits = append(det.Hits, h.Code)
 	}
-	_ = ledErr
-	return &ToolResult{Text: recall.RenderSearch(term, hits, note), Details: det}
+	return &ToolResult{Text: recall.RenderSearch(term, hits, note, warnings), Details: det}
 }
 
 // UnfoldDetails are unfold's structured details.

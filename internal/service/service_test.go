@@ -167,7 +167,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	code := digest.Code("r:c0")
 	var res ToolResult
 	call(t, c, "recall", RecallParams{Codes: []string{"{#" + code + " FOLDED}"}}, &res)
-	if !strings.Contains(res.Text, "✓ "+code+" — bash · ledger · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
+	if !strings.Contains(res.Text, "✓ "+code+" — bash · session file · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
 		t.Fatalf("verified recall:\n%.400s", res.Text)
 	}
 	// grep prefers the tool's full-output file...
@@ -180,6 +180,20 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	call(t, c, "recall", RecallParams{Codes: []string{code}, Grep: "ERROR"}, &res)
 	if !strings.Contains(res.Text, "full output file unreadable") || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
 		t.Fatalf("grep fallback:\n%s", res.Text)
+	}
+	// A malformed line range is an error answer naming the form wanted,
+	// not a served block with an empty body.
+	for _, spec := range []string{"abc", "5-2", "40"} {
+		res = ToolResult{}
+		call(t, c, "recall", RecallParams{Codes: []string{code}, Lines: spec}, &res)
+		if !res.IsError || !strings.Contains(res.Text, `malformed lines="`+spec+`"`) || !strings.Contains(res.Text, `"start-end"`) || strings.Contains(res.Text, "✓") {
+			t.Fatalf("lines=%s: error %v\n%s", spec, res.IsError, res.Text)
+		}
+	}
+	res = ToolResult{}
+	call(t, c, "recall", RecallParams{Codes: []string{code}, Lines: "76-76"}, &res)
+	if res.IsError || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
+		t.Fatalf("lines=76-76:\n%s", res.Text)
 	}
 	// Never-folded and unknown codes are not served (EDGES 12).
 	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c29"), "zzzzzz"}}, &res)
@@ -198,13 +212,25 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	// Once the block leaves live history too, recall reports the failure.
 	turn(t, c, 0, msgs[3:], 16_000)
 	call(t, c, "recall", RecallParams{Codes: []string{code}}, &res)
-	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — ledger content for #"+code+" failed the fold-time sha256 check") {
+	if !strings.Contains(res.Text, "⚠ "+code+" — recall unavailable — the session file's text for #"+code+" failed the fold-time sha256 check") {
 		t.Fatalf("tampered ledger, block gone:\n%s", res.Text)
 	}
-	// search sweeps every folded block and groups hits by code.
+	// search sweeps every folded block and groups hits by code, each
+	// labelled with its route; the block that fails its check is not
+	// searched, and the answer says so rather than "no match".
 	call(t, c, "recall", RecallParams{Search: "step 3 failed"}, &res)
-	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")) {
+	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")+" (tool_result bash · turn 0) — sha256 verified ===") {
 		t.Fatalf("search:\n%s", res.Text)
+	}
+	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
+	if !strings.Contains(res.Text, "no matching lines in the folded blocks searched") || !strings.Contains(res.Text, "\n⚠ "+code+" — not searched: the session file's text for #"+code+" failed the fold-time sha256 check") {
+		t.Fatalf("search, tampered block compacted out:\n%s", res.Text)
+	}
+	// Without a readable session file, compacted blocks cannot be searched.
+	os.Remove(file)
+	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
+	if !strings.Contains(res.Text, "\n⚠ 1 compacted block not searched: no readable session file (open ") {
+		t.Fatalf("search, no session file:\n%s", res.Text)
 	}
 }
 

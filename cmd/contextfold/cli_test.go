@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/protocol"
+	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/service"
+)
+
+// flagsOf names flags each command's -h must list.
+var flagsOf = map[string][]string{
+	"version": {"-json"},
+	"demo":    {"-window", "-svg", "-every"},
+	"bench":   {"-windows", "-window", "-out", "-json", "-half", "-quiet"},
+	"inspect": {"-json"},
+	"recall":  {"-grep", "-lines", "-search"},
+	"handoff": {"-goal", "-print"},
+	"lexicon": {"-samples"},
+}
+
+// TestHelpOnEveryCommand: -h, -help, --help and "help <cmd>" print the
+// command's whole usage (every form with its arguments, its paragraph, its
+// flags) to stdout and exit 0, all four the same; nothing on stderr.
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, c := range commands() {
+		var first string
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "-help"}, {c.name, "--help"}, {"help", c.name}, {"--help", c.name}} {
+			var out, errb bytes.Buffer
+			if code := run(args, &out, &errb); code != 0 || errb.Len() != 0 {
+				t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+				continue
+			}
+			got := out.String()
+			if first == "" {
+				first = got
+			} else if got != first {
+				t.Errorf("%v differs from %s -h:\n%s", args, c.name, got)
+			}
+		}
+		for i, f := range c.forms {
+			lead := "usage: "
+			if i > 0 {
+				lead = "       "
+			}
+			if want := strings.TrimRight(lead+"contextfold "+c.name+" "+f.args, " ") + "\n"; !strings.Contains(first, want) {
+				t.Errorf("%s -h lacks %q:\n%s", c.name, want, first)
+			}
+		}
+		if !strings.Contains(strings.Join(strings.Fields(first), " "), c.doc) {
+			t.Errorf("%s -h lacks its paragraph:\n%s", c.name, first)
+		}
+		for _, f := range flagsOf[c.name] {
+			if !strings.Contains(first, "\n  "+f+" ") && !strings.Contains(first, "\n  "+f+"\n") {
+				t.Errorf("%s -h lacks flag %s:\n%s", c.name, f, first)
+			}
+		}
+	}
+}
+
+// TestServeHelpNeitherWritesAFrameNorReadsStdin: serve -h printed a hello
+// frame and then waited on stdin until Ctrl+C.
+func TestServeHelpNeitherWritesAFrameNorReadsStdin(t *testing.T) {
+	r, w, err := os.Pipe() // never written, never closed until the end
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	stdin := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = stdin }()
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run([]string{"serve", "-h"}, &out, &errb)
+		done <- result{code, out.String(), errb.String()}
+	}()
+	select {
+	case res := <-done:
+		if res.code != 0 || !strings.HasPrefix(res.out, "usage: contextfold serve\n") || strings.Contains(res.out, "hello") || res.err != "" {
+			t.Fatalf("serve -h: exit %d\n%q\n%q", res.code, res.out, res.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("serve -h is waiting on stdin")
+	}
+}
+
+// TestTopLevelUsage: no arguments, help, -h and --help print the command
+// list to stdout, every form of every command (recall's -search among
+// them) with its summary in one column.
+func TestTopLevelUsage(t *testing.T) {
+	var first string
+	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"--help"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("%v: exit %d %q", args, code, errb.String())
+		}
+		if first == "" {
+			first = out.String()
+		} else if out.String() != first {
+			t.Errorf("%v differs from the bare usage", args)
+		}
+	}
+	column := -1
+	for _, c := range commands() {
+		for _, f := range c.forms {
+			left := strings.TrimSpace(c.name + " " + f.args)
+			var line string
+			for _, l := range strings.Split(first, "\n") {
+				if strings.HasPrefix(l, "  "+left+" ") && strings.HasSuffix(l, " "+f.summary) {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Errorf("usage lacks %q with %q:\n%s", left, f.summary, first)
+				continue
+			}
+			col := len([]rune(line)) - len([]rune(f.summary))
+			if column < 0 {
+				column = col
+			} else if col != column {
+				t.Errorf("%q: summary at column %d, others at %d", left, col, column)
+			}
+		}
+	}
+	for _, want := range []string{"recall <session.jsonl> -search T", "contextfold --version"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+}
+
+// TestUsageErrorsAreOneLine: an unknown command or flag, a bad flag value
+// and a wrong argument count each print exactly one line on stderr, naming
+// the command and how to get its usage, and exit 2 before doing anything.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	cases := [][]string{
+		{"nope"}, {"-x"}, {"help", "nope"}, {"help", "a", "b"},
+		{"version", "x"}, {"serve", "x"}, {"demo", "x"}, {"demo", "-window", "0"}, {"demo", "-window", "abc"}, {"demo", "-every", "-1"},
+		{"bench", "-windows", "abc"}, {"bench", "-window", "-5"}, {"bench", "-half", "middle"}, {"bench", "-trace-policies", "x"},
+		{"inspect"}, {"inspect", "a", "b"}, {"inspect", "-json"},
+		{"recall"}, {"recall", "f"}, {"recall", "-search", "x"}, {"recall", "-grep"},
+		{"recall", "-lines", "abc", "f", "c"}, {"recall", "f", "c", "-lines", "5-2"}, {"recall", "f", "c", "-lines=40"},
+		{"handoff"}, {"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
+	}
+	for _, c := range commands() {
+		cases = append(cases, []string{c.name, "-no-such-flag"})
+	}
+	for _, args := range cases {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		msg := errb.String()
+		name := "contextfold"
+		if _, ok := lookup(args[0]); ok {
+			name += " " + args[0]
+		}
+		if code != 2 || out.Len() != 0 || strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") ||
+			!strings.HasPrefix(msg, name+": ") || !strings.Contains(msg, "(run '") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), msg)
+		}
+	}
+}
+
+// TestVersionFlags: --version and -version are the version command, flags
+// and all.
+func TestVersionFlags(t *testing.T) {
+	for _, args := range [][]string{{"-version"}, {"--version", "-json"}, {"-version", "--json"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || errb.Len() != 0 || out.Len() == 0 {
+			t.Errorf("%v: exit %d %q %q", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--version", "extra"}, &out, &errb); code != 2 {
+		t.Errorf("--version extra: exit %d", code)
+	}
+}
+
+func TestReorder(t *testing.T) {
+	v := map[string]bool{"grep": true, "lines": true, "json": false}
+	for _, tc := range []struct{ in, want string }{
+		{"f c -grep x", "-grep x f c"},
+		{"-grep x f c", "-grep x f c"},
+		{"f -json c --lines=1-2", "-json --lines=1-2 f c"},
+		{"f c -h", "-h f c"},
+		{"f -- -c -grep", "-- f -c -grep"},
+		{"f c -grep", "-grep f c"},
+	} {
+		if got := strings.Join(reorder(strings.Fields(tc.in), v), " "); got != tc.want {
+			t.Errorf("reorder(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// persister answers the engine's persist calls as the adapter does.
+type persister struct {
+	mu      sync.Mutex
+	entries []json.RawMessage
+}
+
+func (p *persister) Handle(_ context.Context, method string, params json.RawMessage) (any, error) {
+	if method != "persist" {
+		return nil, fmt.Errorf("unexpected %s", method)
+	}
+	var q struct{ Data json.RawMessage }
+	json.Unmarshal(params, &q)
+	p.mu.Lock()
+	p.entries = append(p.entries, q.Data)
+	p.mu.Unlock()
+	return true, nil
+}
+
+// foldedSession writes a Pi session file of 30 bash calls, each output 150
+// lines ending in a newline with an ERROR line at line 76, folded by the
+// engine as Pi would have run it. edit may change the messages written
+// (after the fold: a tampered file).
+func foldedSession(t *testing.T, edit func([]json.RawMessage)) string {
+	t.Helper()
+	msgs := []json.RawMessage{json.RawMessage(`{"role":"user","content":[{"type":"text","text":"go"}],"timestamp":1}`)}
+	for i := 0; i < 30; i++ {
+		msgs = append(msgs, json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":[{"type":"toolCall","id":"c%d","name":"bash","arguments":{"command":"run %d"}}],"responseId":"r%d","timestamp":%d}`, i, i, i, 10+2*i)))
+		var b strings.Builder
+		for k := 1; k <= 150; k++ {
+			if k == 76 {
+				fmt.Fprintf(&b, "ERROR: step %d failed\n", i)
+				continue
+			}
+			fmt.Fprintf(&b, "c%d line %d: the quick brown fox\n", i, k)
+		}
+		msgs = append(msgs, json.RawMessage(fmt.Sprintf(`{"role":"toolResult","toolCallId":"c%d","toolName":"bash","content":[{"type":"text","text":%s}],"isError":false,"timestamp":%d}`, i, rawjson.QuoteString(b.String()), 11+2*i)))
+	}
+	dir := t.TempDir()
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	server, client := protocol.NewConn(sw), protocol.NewConn(cw)
+	ad := &persister{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cw.Close(); sw.Close(); cancel() }()
+	go server.Serve(ctx, sr, service.New(server, nil))
+	go client.Serve(ctx, cr, ad)
+	callCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := client.Call(callCtx, "open", service.OpenParams{SessionID: "s1", SessionDir: dir}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Event *service.EventSummary }
+	if err := client.Call(callCtx, "turn", map[string]any{"keep": 0, "append": msgs, "window": 16_000}, &out); err != nil || out.Event == nil {
+		t.Fatalf("no fold: %v", err)
+	}
+	if edit != nil {
+		edit(msgs)
+	}
+	var b strings.Builder
+	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
+	parent, n := "null", 0
+	add := func(body string) {
+		id := fmt.Sprintf("e%07d", n)
+		n++
+		fmt.Fprintf(&b, `{"id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z",%s}`+"\n", id, parent, body)
+		parent = `"` + id + `"`
+	}
+	for _, m := range msgs {
+		add(`"type":"message","message":` + string(m))
+	}
+	ad.mu.Lock()
+	for _, e := range ad.entries {
+		add(`"type":"custom","customType":"` + service.CustomType + `","data":` + string(e))
+	}
+	ad.mu.Unlock()
+	file := filepath.Join(dir, "session.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestRecallOnASessionFile: the digest's line count is the one recall
+// reads by, labels name the session file, a malformed -lines is a usage
+// error, and a search over a tampered block warns.
+func TestRecallOnASessionFile(t *testing.T) {
+	file := foldedSession(t, nil)
+	code := digest.Code("r:c0")
+	data, _ := os.ReadFile(file)
+	if !strings.Contains(string(data), "{#"+code+" FOLDED} bash → 150 lines, ") {
+		t.Fatal("the fold entry lacks the digest's 150 lines")
+	}
+	cli := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		c := run(args, &out, &errb)
+		return c, out.String(), errb.String()
+	}
+	if c, out, _ := cli("recall", file, code, "-lines", "150-150"); c != 0 || !strings.Contains(out, "lines 150-150 of 150 (session file)") || !strings.Contains(out, "\n150: c0 line 150: the quick brown fox") {
+		t.Errorf("-lines 150-150: %d\n%s", c, out)
+	}
+	if c, out, _ := cli("recall", file, code, "-lines", "151-151"); c != 0 || !strings.Contains(out, "empty range 151-150 (session file has 150 lines)") {
+		t.Errorf("-lines 151-151: %d\n%s", c, out)
+	}
+	if c, out, _ := cli("recall", file, code); c != 0 || !strings.Contains(out, "✓ "+code+" — bash · session file · sha256 verified") || strings.Contains(out, "ledger") {
+		t.Errorf("recall: %d\n%.300s", c, out)
+	}
+	for _, bad := range []string{"abc", "5-2"} {
+		if c, out, errs := cli("recall", file, code, "-lines", bad); c != 2 || out != "" || errs != `contextfold recall: malformed -lines "`+bad+`": want a-b, two line numbers with a ≤ b, e.g. -lines 40-80 (run 'contextfold recall -h' for usage)`+"\n" {
+			t.Errorf("-lines %s: %d %q %q", bad, c, out, errs)
+		}
+	}
+
+	tampered := foldedSession(t, func(m []json.RawMessage) {
+		m[2] = json.RawMessage(strings.Replace(string(m[2]), "step 0 failed", "step 0 passed after all", 1))
+	})
+	c, out, _ := cli("recall", tampered, "-search", "passed after all")
+	first, _, _ := strings.Cut(out, "\n")
+	if c != 0 || !strings.Contains(first, "⚠ lines from 1 block are UNVERIFIED") || !strings.Contains(out, "=== "+code+" (tool_result bash · turn 1) — ⚠ UNVERIFIED") {
+		t.Errorf("search over a tampered block: %d\n%s", c, out)
+	}
+	if c, out, _ := cli("inspect", tampered); c != 0 || !strings.Contains(out, "sha mismatch  r:c0") {
+		t.Errorf("inspect: %d\n%s", c, out)
+	}
+}

@@ -1,0 +1,146 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/digest"
+)
+
+// offlineSession folds msgs through a live service, lets act call tools on
+// it (nil for none), and writes a Pi session file holding msgs and every
+// entry the adapter persisted, as Pi would. edit, when not nil, rewrites
+// the messages written: a session file tampered with after the fold.
+func offlineSession(t *testing.T, msgs []json.RawMessage, act func(call func(method string, params, out any)), edit func([]json.RawMessage)) string {
+	t.Helper()
+	c, ad := start(t)
+	dir := t.TempDir()
+	if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := turn(t, c, 0, msgs, 16_000); out.Event == nil {
+		t.Fatal("no fold")
+	}
+	if act != nil {
+		act(func(method string, params, out any) {
+			if err := call(t, c, method, params, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	written := append([]json.RawMessage{}, msgs...)
+	if edit != nil {
+		edit(written)
+	}
+	var b strings.Builder
+	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
+	parent, n := "null", 0
+	add := func(body string) {
+		id := fmt.Sprintf("e%07d", n)
+		n++
+		fmt.Fprintf(&b, `{"id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z",%s}`+"\n", id, parent, body)
+		parent = `"` + id + `"`
+	}
+	for _, m := range written {
+		add(`"type":"message","message":` + string(m))
+	}
+	ad.mu.Lock()
+	for _, e := range ad.entries {
+		add(`"type":"custom","customType":"` + CustomType + `","data":` + string(e))
+	}
+	ad.mu.Unlock()
+	p := filepath.Join(dir, "session.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestOfflineSearchWarnsOfUnverifiedLines: a session file whose folded
+// block was edited after the fold. Recall by code warns (it always did);
+// search must too, in the block's line and in the answer's first line, so
+// no line of unverified text reads as the folded bytes (EDGES 24).
+func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
+	file := offlineSession(t, messages(30, ""), nil, func(m []json.RawMessage) {
+		m[2] = json.RawMessage(strings.Replace(string(m[2]), "step 0 failed", "step 0 passed after all", 1))
+	})
+	svc, err := Offline(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered, clean := digest.Code("r:c0"), digest.Code("r:c1")
+	res, err := svc.Recall(RecallParams{Search: "passed after all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(res.Text, "\n")
+	if !strings.Contains(first, "⚠ lines from 1 block are UNVERIFIED") || !strings.HasSuffix(first, ": "+tampered) ||
+		!strings.Contains(res.Text, "=== "+tampered+" (tool_result bash · turn 1) — ⚠ UNVERIFIED: this text failed the fold-time sha256 check") ||
+		!strings.Contains(res.Text, "76: ERROR: step 0 passed after all") {
+		t.Fatalf("search over a tampered block:\n%s", res.Text)
+	}
+	// A verified block says so, and the answer carries no warning.
+	res, _ = svc.Recall(RecallParams{Search: "step 1 failed"})
+	if strings.Contains(res.Text, "⚠") || !strings.Contains(res.Text, "=== "+clean+" (tool_result bash · turn 1) — sha256 verified ===") {
+		t.Fatalf("search over a verified block:\n%s", res.Text)
+	}
+	// Both routes agree: recall by code and by code plus search warn too.
+	for _, p := range []RecallParams{{Codes: []string{tampered}}, {Codes: []string{tampered}, Search: "passed"}} {
+		res, _ = svc.Recall(p)
+		if !strings.Contains(res.Text, "failed the fold-time sha256 check") {
+			t.Fatalf("recall %+v:\n%s", p, res.Text)
+		}
+	}
+}
+
+// TestInspectShowsUnfoldedBlocks: a block the agent unfolded is listed as
+// unfolded, not folded, and masks no tokens.
+func TestInspectShowsUnfoldedBlocks(t *testing.T) {
+	code := digest.Code("r:c0")
+	msgs := messages(30, "")
+	folded := offlineSession(t, msgs, nil, nil)
+	unfolded := offlineSession(t, msgs, func(call func(string, any, any)) {
+		var res ToolResult
+		call("unfold", UnfoldParams{Codes: []string{code}}, &res)
+	}, nil)
+	inspect := func(file string) (*Inspection, string) {
+		svc, err := Offline(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := svc.Inspect()
+		var sb strings.Builder
+		WriteInspection(&sb, in)
+		return in, sb.String()
+	}
+	before, _ := inspect(folded)
+	in, text := inspect(unfolded)
+	var line string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "{#"+code+" FOLDED}") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " unfolded ") || strings.Contains(line, " folded ") {
+		t.Errorf("the unfolded block's line: %q", line)
+	}
+	if n := strings.Count(text, " folded "); n != len(in.Codes)-1 {
+		t.Errorf("%d blocks listed folded, want %d:\n%s", n, len(in.Codes)-1, text)
+	}
+	var c InspectCode
+	for _, x := range in.Codes {
+		if x.Code == code {
+			c = x
+		}
+	}
+	if !c.Unfolded || len(in.Unfolded) != 1 || in.Unfolded[0] != code || !strings.Contains(text, "unfolded by the agent: ["+code+"]") {
+		t.Errorf("inspection: %+v, unfolded %v", c, in.Unfolded)
+	}
+	if in.Masked >= before.Masked || in.Events[0].Masked != in.Masked {
+		t.Errorf("masked %d after the unfold, %d before", in.Masked, before.Masked)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -288,4 +289,49 @@ func TestHandoffHeadlessPrintsPath(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(seed), "# Session handoff seed") || !strings.Contains(string(seed), "ship it") {
 		t.Fatalf("seed %s: %v", m[1], err)
 	}
+}
+
+// TestHandoffBeforeTheFirstMessage: Pi writes the session file with the
+// first assistant message, so /fold-handoff before any message has nothing
+// to hand off. Interactively (RPC) that is an info answer, no warning and no
+// dialog; headless it is printed; no seed is written and no model request
+// is made either way.
+func TestHandoffBeforeTheFirstMessage(t *testing.T) {
+	const want = "nothing to hand off yet: this session has no messages"
+	env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 3, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction}))
+	dialogs := 0
+	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
+		dialogs++
+		return UICancel()
+	}})
+	rpc.Prompt("/fold-handoff ship it")
+	rpc.Close()
+	var infos int
+	var said []string
+	for _, n := range rpc.Notifications() {
+		said = append(said, n.NotifyType+": "+n.Message)
+		switch {
+		case n.NotifyType == "info" && n.Message == want:
+			infos++
+		case n.NotifyType == "warning" || n.NotifyType == "error" || strings.Contains(n.Message, "handoff"):
+			t.Errorf("unexpected notification: %s %q", n.NotifyType, n.Message)
+		}
+	}
+	if infos != 1 || dialogs != 0 {
+		t.Fatalf("%d info answers (want 1), %d dialogs (want 0): %q", infos, dialogs, said)
+	}
+	res := env.Print(PrintOptions{Prompt: "/fold-handoff ship it"})
+	res.Require(t)
+	if !strings.Contains(res.Stdout+res.Stderr, want) || strings.Contains(res.Stdout+res.Stderr, "failed") {
+		t.Fatalf("headless: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if n := len(env.Server.Requests()); n != 0 {
+		t.Fatalf("%d model requests", n)
+	}
+	filepath.WalkDir(env.SessionDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "handoff-") {
+			t.Errorf("a seed was written: %s", p)
+		}
+		return nil
+	})
 }

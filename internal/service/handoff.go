@@ -3,7 +3,9 @@ package service
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,10 +35,14 @@ type HandoffParams struct {
 	Entries string `json:"entries,omitempty"`
 }
 
-// HandoffResult is the written seed.
+// HandoffResult is the written seed, or, when the session has no messages
+// yet, Empty with Text saying so (an answer, not a failure: nothing is
+// written).
 type HandoffResult struct {
-	Path string `json:"path"`
-	Seed string `json:"seed"`
+	Path  string `json:"path,omitempty"`
+	Seed  string `json:"seed,omitempty"`
+	Empty bool   `json:"empty,omitempty"`
+	Text  string `json:"text,omitempty"`
 	// Temporary is set when the session has no directory and the seed was
 	// written to the system's temporary directory instead.
 	Temporary bool `json:"temporary,omitempty"`
@@ -65,12 +71,24 @@ func RenderSeed(goal, parentFile string, blocks []block.Block, codes map[string]
 	return b.String()
 }
 
+// nothingYet answers a handoff of a session without messages.
+const nothingYet = "nothing to hand off yet: this session has no messages"
+
 func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	ss := s.s
 	if ss == nil {
 		return nil, errNotOpen
 	}
+	empty := &HandoffResult{Empty: true, Text: nothingYet}
+	// Pi writes the session file with the first assistant message, and a
+	// --no-session session has no entries before the first message.
+	if ss.file == "" && strings.TrimSpace(p.Entries) == "" {
+		return empty, nil
+	}
 	led, err := s.ledgerFor(ss, []byte(p.Entries))
+	if errors.Is(err, fs.ErrNotExist) {
+		return empty, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
@@ -79,6 +97,9 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 		if e.Type == "message" && e.Message != nil {
 			msgs = append(msgs, e.Message)
 		}
+	}
+	if len(msgs) == 0 {
+		return empty, nil
 	}
 	tr := block.Linearize(msgs)
 	codes := map[string]string{}

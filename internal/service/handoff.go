@@ -117,11 +117,40 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
-	res.Path = filepath.Join(dir, "handoff-"+ss.id+".md")
-	if err := os.WriteFile(res.Path, []byte(seed), 0o644); err != nil {
+	if res.Path, err = writeNew(dir, "handoff-"+ss.id, seed); err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
 	return res, nil
+}
+
+// writeNew writes text to the first of base.md, base-2.md, base-3.md, … in
+// dir that does not exist yet, and returns its path: a later handoff of the
+// same session keeps every earlier seed (a fresh session may have started
+// from it), and the numbering has no clock in it.
+func writeNew(dir, base, text string) (string, error) {
+	for n := 1; ; n++ {
+		name := base + ".md"
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d.md", base, n)
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(p)
+			return "", err
+		}
+		return p, nil
+	}
 }
 
 // parent is the session a handoff seed came from: its ledger and its fold

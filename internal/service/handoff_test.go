@@ -1,8 +1,10 @@
 package service
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +41,37 @@ func TestHandoffBeforeTheFirstMessage(t *testing.T) {
 				t.Fatal("a handoff of nothing wrote a file")
 			}
 		})
+	}
+}
+
+// TestHandoffKeepsEarlierSeeds: a second and third handoff of one session
+// write handoff-<id>-2.md and -3.md; no seed is overwritten, and each result
+// names its own file.
+func TestHandoffKeepsEarlierSeeds(t *testing.T) {
+	dir := t.TempDir()
+	file := sessionFile(t, dir, messages(3, ""))
+	c, _ := start(t)
+	if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir, SessionFile: file}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seedDir := filepath.Join(dir, "context-fold", "s1")
+	for i, goal := range []string{"first goal", "second goal", "first goal"} {
+		var res HandoffResult
+		if err := call(t, c, "handoff", HandoffParams{Goal: goal}, &res); err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(seedDir, "handoff-s1.md")
+		if i > 0 {
+			want = filepath.Join(seedDir, fmt.Sprintf("handoff-s1-%d.md", i+1))
+		}
+		if res.Path != want || res.Empty {
+			t.Fatalf("handoff %d: path %q, want %q", i+1, res.Path, want)
+		}
+	}
+	for name, goal := range map[string]string{"handoff-s1.md": "first goal", "handoff-s1-2.md": "second goal", "handoff-s1-3.md": "first goal"} {
+		data, err := os.ReadFile(filepath.Join(seedDir, name))
+		if err != nil || !strings.Contains(string(data), "## Goal for the next session\n\n"+goal+"\n") {
+			t.Errorf("%s: %v\n%.300s", name, err, data)
+		}
 	}
 }

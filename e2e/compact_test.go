@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,7 +128,9 @@ func TestNativeCompactionStillAvailable(t *testing.T) {
 func TestHandoffAndParentCodes(t *testing.T) {
 	ls := &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}
 	script := &recaller{LongSession: ls}
-	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: noCompaction}))
+	// Compaction only on request, keeping little, for the fresh session's
+	// two compactions below.
+	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000}))
 	var confirmed int
 	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
 		if r.Method == "confirm" {
@@ -138,14 +141,20 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	}})
 	rpc.Prompt("Run gen.sh for every step.")
 	var code, callID string
+	seen := map[string]bool{}
+	var codes []string
 	for _, r := range ToolRequests(env.Server.Requests()) {
 		for id, c := range foldedCalls(&r.Request) {
 			if code == "" {
 				code, callID = c, id
 			}
+			if !seen[c] {
+				seen[c] = true
+				codes = append(codes, c)
+			}
 		}
 	}
-	if code == "" {
+	if code == "" || len(codes) < 7 {
 		t.Fatal("nothing folded in the parent session")
 	}
 	parentFile := env.Sessions()[0].Path
@@ -173,7 +182,6 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	// The fresh session: its first request carries the seed, and the
 	// parent's code resolves from the parent session file.
 	rpc.Prompt("RECALL " + code)
-	rpc.Close()
 	reqs := env.Server.Requests()
 	first := reqs[before]
 	if !strings.Contains(first.Text(), "# Session handoff seed") || strings.Contains(first.Text(), "bash gen.sh 1\"") {
@@ -183,6 +191,29 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	step, _ := StepOfCallID(callID)
 	if !strings.Contains(out, "parent session") || !strings.Contains(out, strings.TrimRight(env.GenOutput(step), "\n")) {
 		t.Fatalf("parent code %s did not resolve:\n%.400s", code, out)
+	}
+	// Every compaction of the fresh session keeps the seed's goal verbatim.
+	slices.Sort(codes)
+	codes = slices.DeleteFunc(codes, func(c string) bool { return c == code })
+	for i := 1; i <= 2; i++ {
+		for k := 0; k < 3; k++ { // a new code each time: the script recalls a code once per context
+			rpc.Prompt("RECALL " + codes[0])
+			codes = codes[1:]
+		}
+		if rec := rpc.Compact(""); !strings.Contains(string(rec.Raw), `"success":true`) {
+			t.Fatalf("compaction %d: %s", i, rec.Raw)
+		}
+	}
+	rpc.Close()
+	sess := env.Sessions()
+	cs := sess[len(sess)-1].ByType("compaction")
+	if len(cs) != 2 {
+		t.Fatalf("%d compactions in the fresh session", len(cs))
+	}
+	for i, c := range cs {
+		if !strings.Contains(c.Summary, "(verbatim from its handoff seed, 1 line)\nFinish the refactor of gen.sh and keep the ERROR lines\n") {
+			t.Fatalf("compaction %d lost the seed's goal:\n%s", i+1, c.Summary)
+		}
 	}
 }
 

@@ -9,7 +9,8 @@
 // same bytes. The text fits a budget; when it does not, whole items are cut,
 // least valuable section first and oldest item first: identifiers, then
 // recovery pointers, files, commands, the carried earlier summary, error
-// lines, and user intents last.
+// lines, and user intents last. The goal of the handoff seed a session
+// started from is never cut.
 package compact
 
 import (
@@ -96,6 +97,21 @@ func Render(in Input) string {
 		}
 		return "[" + s + "]"
 	}
+	// A session started from a handoff seed keeps the seed's goal verbatim
+	// in every summary: from the seed while the history holds it, else from
+	// the earlier summary carried in (which then drops its copy).
+	goal, haveGoal := historyGoal(in.Blocks)
+	carriedText := in.Carried
+	if g, rest, ok := carriedGoal(in.Carried); ok {
+		carriedText = rest
+		if !haveGoal {
+			goal, haveGoal = g, true
+		}
+	}
+	goalText := ""
+	if haveGoal {
+		goalText = goalSection(goal)
+	}
 	var users, files, cmds, errs, idents, pointers []string
 	seenFile, seenIdent, seenErr, seenUser := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	addFile := func(f string) {
@@ -162,12 +178,12 @@ func Render(in Input) string {
 		capped("Recovery pointers", pointers, maxPointers, false),
 		capped("Files touched", files, maxFiles, true),
 		capped("Commands run", cmds, maxCommands, false),
-		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", carried(in.Carried), 1, false),
+		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", carried(carriedText), 1, false),
 		capped("Error lines (verbatim)", errs, maxErrors, false),
 		capped("User intents (first lines, in order)", users, maxUsers, false),
 	}
 	header := headerText(in)
-	total := tokens.Units(header)
+	total := tokens.Units(header) + tokens.Units(goalText) // the goal is never cut
 	for _, s := range secs {
 		total += s.size()
 	}
@@ -181,11 +197,12 @@ func Render(in Input) string {
 			}
 		}
 	}
-	// Render in reading order: intents, files, commands, errors,
-	// identifiers, pointers, carried.
+	// Render in reading order: the seed's goal, intents, files, commands,
+	// errors, identifiers, pointers, carried.
 	order := []*section{secs[6], secs[2], secs[3], secs[5], secs[0], secs[1], secs[4]}
 	var sb strings.Builder
 	sb.WriteString(header)
+	sb.WriteString(goalText)
 	for _, s := range order {
 		if len(s.items) == 0 {
 			if s.cut > 0 && s != secs[4] {

@@ -20,10 +20,10 @@ import (
 
 // SeedHeading starts every handoff seed; ParentPrefix names the parent
 // session file inside it, so a session started from the seed can resolve the
-// parent's fold codes.
+// parent's fold codes. compact writes and reads the seed's layout.
 const (
-	SeedHeading  = "# Session handoff seed"
-	ParentPrefix = "Parent session: "
+	SeedHeading  = compact.SeedHeading
+	ParentPrefix = compact.ParentPrefix
 )
 
 // HandoffParams ask for a handoff seed.
@@ -46,29 +46,6 @@ type HandoffResult struct {
 	// Temporary is set when the session has no directory and the seed was
 	// written to the system's temporary directory instead.
 	Temporary bool `json:"temporary,omitempty"`
-}
-
-// RenderSeed is the handoff seed: the goal verbatim, the parent session
-// file, and the bounded index of the whole active branch. It has no clock
-// in it: the same session and goal give the same bytes.
-func RenderSeed(goal, parentFile string, blocks []block.Block, codes map[string]string) string {
-	var b strings.Builder
-	b.WriteString(SeedHeading + "\n\n")
-	if parentFile != "" {
-		b.WriteString(ParentPrefix + parentFile + "\n\n")
-	}
-	b.WriteString("> Everything below is copied verbatim from the parent session: no model wrote any of it, so\n")
-	b.WriteString("> identifiers, paths, commands and error strings are exactly as they appeared. The parent's\n")
-	b.WriteString("> {#code FOLDED} codes still work here: recall_folded reads them from the parent session file.\n\n")
-	b.WriteString("## Goal for the next session\n\n")
-	if g := strings.TrimSpace(goal); g != "" {
-		b.WriteString(goal)
-	} else {
-		b.WriteString("(not stated — say what to do next)")
-	}
-	b.WriteString("\n\n")
-	b.WriteString(compact.Render(compact.Input{Title: "Parent session index", Blocks: blocks, Codes: codes, SessionFile: parentFile}))
-	return b.String()
 }
 
 // nothingYet answers a handoff of a session without messages.
@@ -106,7 +83,7 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	for _, rec := range ss.eng.Registry().All() {
 		codes[rec.ID] = rec.Code
 	}
-	seed := RenderSeed(p.Goal, ss.file, tr.Blocks(), codes)
+	seed := compact.Seed(p.Goal, ss.file, tr.Blocks(), codes)
 	res := &HandoffResult{Seed: seed}
 	dir := indexfile.Dir(ss.dir, ss.id)
 	if dir == "" {

@@ -1,11 +1,15 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/contextfold/contextfold/internal/compact"
+	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
 // TestHandoffBeforeTheFirstMessage: Pi writes the session file with the
@@ -73,5 +77,44 @@ func TestHandoffKeepsEarlierSeeds(t *testing.T) {
 		if err != nil || !strings.Contains(string(data), "## Goal for the next session\n\n"+goal+"\n") {
 			t.Errorf("%s: %v\n%.300s", name, err, data)
 		}
+	}
+}
+
+// TestSeedGoalSurvivesCompaction: in a session started from a handoff seed,
+// every compaction summary carries the seed's goal verbatim: the first and
+// second from the session file's branch (which starts with the seed), a
+// third without a session file from the summary Pi carries in.
+func TestSeedGoalSurvivesCompaction(t *testing.T) {
+	goal := "Finish the refactor of gen.sh and keep the ERROR lines"
+	seed := compact.Seed(goal, "/sessions/parent.jsonl", nil, nil)
+	msgs := append([]json.RawMessage{json.RawMessage(`{"role":"user","content":[{"type":"text","text":` + rawjson.QuoteString(seed) + `}],"timestamp":1}`)}, messages(12, "")[1:]...)
+	dir := t.TempDir()
+	file := sessionFile(t, dir, msgs)
+	c, _ := start(t)
+	if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir, SessionFile: file}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "\n## Goal this session was handed off with (verbatim from its handoff seed, 1 line)\n" + goal + "\n"
+	prev := ""
+	for i, cut := range [][2]int{{0, 7}, {7, 15}} {
+		var res CompactResult
+		p := CompactParams{Messages: msgs[cut[0]:cut[1]], FirstKeptID: fmt.Sprintf("e%07d", cut[1]), PreviousSummary: prev}
+		if err := call(t, c, "compact", p, &res); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Summary, want) || strings.Count(res.Summary, "## Goal this session") != 1 {
+			t.Fatalf("compaction %d:\n%s", i+1, res.Summary)
+		}
+		call(t, c, "compacted", CompactedParams{OK: true}, nil)
+		prev = res.Summary
+	}
+	c2, _ := start(t)
+	call(t, c2, "open", OpenParams{SessionID: "s2"}, nil)
+	var res CompactResult
+	if err := call(t, c2, "compact", CompactParams{Messages: msgs[15:], PreviousSummary: prev}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Summary, want) || strings.Count(res.Summary, "## Goal this session") != 1 {
+		t.Fatalf("third compaction, from the carried summary:\n%s", res.Summary)
 	}
 }

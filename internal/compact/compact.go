@@ -138,28 +138,30 @@ func Render(in Input) string {
 				cmds = append(cmds, tag(b.Turn, resultID)+" `"+strings.ReplaceAll(cmd, "`", "'")+"`")
 			}
 		case block.ToolResult:
-			lines := risk.Lines(b.Text, risk.Error)
-			f := seedindex.ExtractLines(b.Text, lines)
-			for _, p := range f.Files {
-				addFile(p)
+			name := b.ToolName
+			if call, ok := calls[b.CallID]; ok && name == "" {
+				name = call.ToolName
 			}
-			for _, e := range f.Errors {
-				if !seenErr[e] {
-					seenErr[e] = true
-					errs = append(errs, tag(b.Turn, b.ID)+" "+e)
+			if !seedindex.OwnAnswer(name) {
+				lines := risk.Lines(b.Text, risk.Error)
+				f := seedindex.ExtractLines(b.Text, lines)
+				for _, p := range f.Files {
+					addFile(p)
 				}
-			}
-			for _, id := range f.Identifiers {
-				if !seenIdent[id] {
-					seenIdent[id] = true
-					idents = append(idents, "`"+id+"`")
+				for _, e := range f.Errors {
+					if !seenErr[e] {
+						seenErr[e] = true
+						errs = append(errs, tag(b.Turn, b.ID)+" "+e)
+					}
+				}
+				for _, id := range f.Identifiers {
+					if !seenIdent[id] {
+						seenIdent[id] = true
+						idents = append(idents, "`"+id+"`")
+					}
 				}
 			}
 			if c, ok := in.Codes[b.ID]; ok {
-				name := b.ToolName
-				if call, ok := calls[b.CallID]; ok && name == "" {
-					name = call.ToolName
-				}
 				pointers = append(pointers, fmt.Sprintf("%s %s · turn %d · %d lines", digest.Tag(c), name, b.Turn, strings.Count(b.Text, "\n")+1))
 			}
 		case block.Thinking:

@@ -2,6 +2,7 @@ package compact
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/ledger"
+	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
 
@@ -108,5 +110,47 @@ func TestCutOrder(t *testing.T) {
 				t.Fatalf("rendered line is not verbatim: %q", text)
 			}
 		}
+	}
+}
+
+// TestOwnAnswersAreNotSources: recall_folded and unfold results are the
+// tool's own answers (copies of blocks already indexed, with the tool's
+// header and note lines): none of their lines is listed as an error line,
+// file or identifier; the block they copy is.
+func TestOwnAnswersAreNotSources(t *testing.T) {
+	failed := "ERROR: step 7 failed in src/app/main.go"
+	answer := recall.RenderRecall(
+		[]recall.Match{{Code: "abc123", Label: recall.LedgerLabel("bash"), Note: recall.Notes(recall.Verified, `1 match for "error" (ledger)`), Text: "41: " + failed}},
+		[]recall.Failure{{Code: "ghi789", Message: recall.Unavailable(recall.WhyMismatch("ghi789"))}},
+		[]string{"{#zzzzzz FOLDED}"})
+	search := recall.RenderSearch("error", []recall.Hit{{Code: "abc123", Label: recall.CompactedLabel("bash"), Note: recall.Verified, Lines: []string{"41: " + failed}}}, "1 matching line across 1 of 9 folded blocks")
+	call := func(id, name, args string) []byte {
+		return msg(t, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": id, "name": name, "arguments": json.RawMessage(args)}}, "responseId": "r" + id, "timestamp": 2})
+	}
+	result := func(id, name, text string) []byte {
+		return msg(t, map[string]any{"role": "toolResult", "toolCallId": id, "toolName": name, "content": []any{map[string]any{"type": "text", "text": text}}, "isError": false, "timestamp": 3})
+	}
+	blocks := block.Linearize([][]byte{
+		msg(t, map[string]any{"role": "user", "content": "go", "timestamp": 1}),
+		call("c1", "bash", `{"command":"make step7"}`), result("c1", "bash", "building\n"+failed+"\ndone"),
+		call("c2", "recall_folded", `{"codes":["abc123","ghi789","zzzzzz"],"grep":"error"}`), result("c2", "recall_folded", answer),
+		call("c3", "recall_folded", `{"search":"error"}`), result("c3", "recall_folded", search),
+		call("c4", "unfold", `{"codes":["ghi789"]}`), result("c4", "unfold", "unfold failed: ERROR_CODE_UNKNOWN ghi789"),
+	}).Blocks()
+	codes := map[string]string{"r:c1": "abc123", "r:c2": "def456"}
+	s := Render(Input{Blocks: blocks, Codes: codes})
+	_, errSec, _ := strings.Cut(s, "## Error lines (verbatim)\n")
+	errSec, _, _ = strings.Cut(errSec, "\n\n## ")
+	if errSec != "- [turn 1 · {#abc123 FOLDED}] "+failed {
+		t.Errorf("error lines:\n%s\n\nsummary:\n%s", errSec, s)
+	}
+	for _, not := range []string{"sha256 verified", "recall unavailable", "ghi789", "zzzzzz", "ERROR_CODE_UNKNOWN", "matching line"} {
+		if strings.Contains(s, not) {
+			t.Errorf("the summary lists the tool's own words %q:\n%s", not, s)
+		}
+	}
+	// The recall block itself still has its recovery pointer.
+	if !strings.Contains(s, "{#def456 FOLDED} recall_folded · turn") {
+		t.Errorf("no pointer to the recall result:\n%s", s)
 	}
 }

@@ -280,6 +280,16 @@ func identLike(w string) bool {
 	return upperInside || under || digits > 0 && digits < len(w) && (w[0] < '0' || w[0] > '9')
 }
 
+// OwnAnswer reports whether a tool's results are context-fold's own answers
+// (recall_folded, unfold) rather than facts of the session. A recall is a
+// copy, whole or sliced, of a block the session (or the parent session a
+// handoff seed names) already holds and indexes where it first appeared;
+// its own header and note lines ("=== code (bash · ledger) — sha256
+// verified ===", "recall unavailable — …") are the tool's words. Mining them
+// would list the tool's headers as error lines and count copies twice, so
+// such results are not a source of files, error lines or identifiers.
+func OwnAnswer(tool string) bool { return tool == "recall_folded" || tool == "unfold" }
+
 // shellTools are tool names whose "command" argument is a shell command.
 var shellTools = map[string]bool{"bash": true, "shell": true, "sh": true, "exec": true, "run": true, "terminal": true, "run_command": true, "execute_bash": true}
 

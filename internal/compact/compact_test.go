@@ -154,3 +154,34 @@ func TestOwnAnswersAreNotSources(t *testing.T) {
 		t.Errorf("no pointer to the recall result:\n%s", s)
 	}
 }
+
+// TestIdentifiersAreSo: every identifier the summary lists appears verbatim
+// in a block of the history, and none is a number or hex noise.
+func TestIdentifiersAreSo(t *testing.T) {
+	for _, file := range []string{"pi-mono-session.jsonl", "session-truncated-bash-and-context-edit.jsonl", "session-custom-compaction.jsonl"} {
+		blocks, codes := history(t, file)
+		s := Render(Input{Blocks: blocks, Codes: codes, Budget: 1 << 30})
+		_, sec, ok := strings.Cut(s, "## Exact identifiers (grep keys for recall_folded)\n")
+		if !ok {
+			continue
+		}
+		sec, _, _ = strings.Cut(sec, "\n\n")
+		lines := strings.Split(sec, "\n")
+		for _, it := range strings.Split(lines[len(lines)-1], " · ") { // after any cut note
+			id := strings.Trim(it, "`")
+			if strings.Trim(id, "0123456789abcdefABCDEF") == "" {
+				t.Errorf("%s: %q is a number or hex", file, id)
+			}
+			found := false
+			for _, b := range blocks {
+				if strings.Contains(b.Text, id) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s: %q is in no block", file, id)
+			}
+		}
+	}
+}

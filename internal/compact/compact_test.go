@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,5 +185,67 @@ func TestIdentifiersAreSo(t *testing.T) {
 				t.Errorf("%s: %q is in no block", file, id)
 			}
 		}
+	}
+}
+
+// TestCutNotesNameTheCap: a note says which cap cut how many items, exactly:
+// a block's share, the section's cap, or the summary's budget, and never the
+// budget when it did not cut.
+func TestCutNotesNameTheCap(t *testing.T) {
+	// results gives one bash result per count, each with that many distinct
+	// error lines.
+	results := func(counts ...int) []block.Block {
+		msgs := [][]byte{msg(t, map[string]any{"role": "user", "content": "run the suite", "timestamp": 1})}
+		n := 0
+		for i, c := range counts {
+			var out []string
+			for k := 0; k < c; k++ {
+				n++
+				out = append(out, fmt.Sprintf("ERROR: case %d failed", n))
+			}
+			id := fmt.Sprintf("c%d", i)
+			msgs = append(msgs,
+				msg(t, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": id, "name": "bash", "arguments": map[string]any{"command": "make test"}}}, "responseId": "r" + id, "timestamp": 2}),
+				msg(t, map[string]any{"role": "toolResult", "toolCallId": id, "toolName": "bash", "content": []any{map[string]any{"type": "text", "text": strings.Join(out, "\n")}}, "isError": true, "timestamp": 3}))
+		}
+		return block.Linearize(msgs).Blocks()
+	}
+	errorSection := func(s string) (notes []string, shown int) {
+		_, sec, _ := strings.Cut(s, "## Error lines (verbatim)\n")
+		sec, _, _ = strings.Cut(sec, "\n\n")
+		for _, l := range strings.Split(sec, "\n") {
+			if strings.HasPrefix(l, "- [turn 1] ERROR: case ") {
+				shown++
+			} else {
+				notes = append(notes, l)
+			}
+		}
+		return notes, shown
+	}
+	for _, tc := range []struct {
+		name   string
+		counts []int
+		notes  []string
+		shown  int
+	}{
+		{"a block's share", []int{100}, []string{"… 76 more error lines not shown (at most 24 a block)"}, 24},
+		{"the section's cap", []int{20, 20, 20}, []string{"… 12 older error lines not shown (section cap 48)"}, 48},
+		{"both", []int{100, 20, 20}, []string{"… 92 more error lines not shown (at most 24 a block, 48 in all)"}, 48},
+		{"one", []int{25}, []string{"… 1 more error line not shown (at most 24 a block)"}, 24},
+	} {
+		full := Render(Input{Blocks: results(tc.counts...), Budget: 1 << 30})
+		notes, shown := errorSection(full)
+		if !slices.Equal(notes, tc.notes) || shown != tc.shown {
+			t.Errorf("%s: notes %q, %d shown; want %q, %d", tc.name, notes, shown, tc.notes, tc.shown)
+		}
+		if strings.Contains(full, "budget") {
+			t.Errorf("%s: claims a budget cut that did not happen:\n%s", tc.name, full)
+		}
+	}
+	small := Render(Input{Blocks: results(20, 20, 20), Budget: 1_500})
+	notes, shown := errorSection(small)
+	want := []string{"… 12 older error lines not shown (section cap 48)", fmt.Sprintf("… %d older error lines cut to fit the summary's budget", 48-shown)}
+	if shown == 0 || shown == 48 || !slices.Equal(notes, want) {
+		t.Fatalf("notes %q, %d shown; want %q", notes, shown, want)
 	}
 }

@@ -46,22 +46,33 @@ func Extract(text string) Facts {
 // ExtractLines is Extract with the text's flagged lines precomputed; lines
 // below Error are ignored.
 func ExtractLines(text string, lines []risk.Line) Facts {
+	return extract(text, lines, MaxFiles, MaxErrors, MaxIdentifiers)
+}
+
+// ExtractAll is ExtractLines without the per-block caps, for a summary that
+// states exactly how much it leaves out.
+func ExtractAll(text string, lines []risk.Line) Facts {
+	return extract(text, lines, -1, -1, -1)
+}
+
+// extract harvests up to the given number of each fact (-1: all).
+func extract(text string, lines []risk.Line, maxFiles, maxErrors, maxIdents int) Facts {
 	var f Facts
-	files := newSet(MaxFiles)
-	idents := newSet(MaxIdentifiers)
+	files := newSet(maxFiles)
+	idents := newSet(maxIdents)
+	errs := newSet(maxErrors)
 	for _, l := range lines {
 		if l.Class != risk.Error {
 			continue
 		}
-		if len(f.Errors) >= MaxErrors {
+		if errs.full() {
 			break
 		}
-		t := tokens.Trim(l.Text)
-		if t == "" || contains(f.Errors, clipUnits(t, ErrorClip)) {
-			continue
+		if t := tokens.Trim(l.Text); t != "" {
+			errs.add(clipUnits(t, ErrorClip))
 		}
-		f.Errors = append(f.Errors, clipUnits(t, ErrorClip))
 	}
+	f.Errors = errs.list
 	scanFields(text, func(field string) bool {
 		if p := stripLineCol(field); isPath(p) {
 			files.add(p)
@@ -81,24 +92,16 @@ func clipUnits(s string, n int) string {
 	return tokens.SafeSlice(s, n)
 }
 
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 type set struct {
 	seen map[string]bool
 	list []string
 	cap  int
 }
 
+// newSet holds up to n values; n < 0 means no limit.
 func newSet(n int) *set { return &set{seen: make(map[string]bool), cap: n} }
 
-func (s *set) full() bool { return len(s.list) >= s.cap }
+func (s *set) full() bool { return s.cap >= 0 && len(s.list) >= s.cap }
 
 func (s *set) add(v string) {
 	if v == "" || s.full() || s.seen[v] {

@@ -118,3 +118,12 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

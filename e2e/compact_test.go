@@ -320,6 +320,19 @@ func TestHandoffHeadlessPrintsPath(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(seed), "# Session handoff seed") || !strings.Contains(string(seed), "ship it") {
 		t.Fatalf("seed %s: %v", m[1], err)
 	}
+	// A second handoff keeps the first seed and names its own file.
+	res = env.Print(PrintOptions{Prompt: "/fold-handoff ship it again", Continue: true})
+	res.Require(t)
+	second := strings.TrimSuffix(m[1], ".md") + "-2.md"
+	if !strings.Contains(res.Stdout+res.Stderr, second) {
+		t.Fatalf("second handoff does not name %s: stdout %q stderr %q", second, res.Stdout, res.Stderr)
+	}
+	if again, _ := os.ReadFile(m[1]); string(again) != string(seed) {
+		t.Fatal("the second handoff overwrote the first seed")
+	}
+	if s2, _ := os.ReadFile(second); !strings.Contains(string(s2), "ship it again") {
+		t.Fatalf("second seed %s lacks its goal", second)
+	}
 }
 
 // TestHandoffBeforeTheFirstMessage: Pi writes the session file with the

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,7 +128,9 @@ func TestNativeCompactionStillAvailable(t *testing.T) {
 func TestHandoffAndParentCodes(t *testing.T) {
 	ls := &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}
 	script := &recaller{LongSession: ls}
-	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: noCompaction}))
+	// Compaction only on request, keeping little, for the fresh session's
+	// two compactions below.
+	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000}))
 	var confirmed int
 	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
 		if r.Method == "confirm" {
@@ -137,14 +141,20 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	}})
 	rpc.Prompt("Run gen.sh for every step.")
 	var code, callID string
+	seen := map[string]bool{}
+	var codes []string
 	for _, r := range ToolRequests(env.Server.Requests()) {
 		for id, c := range foldedCalls(&r.Request) {
 			if code == "" {
 				code, callID = c, id
 			}
+			if !seen[c] {
+				seen[c] = true
+				codes = append(codes, c)
+			}
 		}
 	}
-	if code == "" {
+	if code == "" || len(codes) < 7 {
 		t.Fatal("nothing folded in the parent session")
 	}
 	parentFile := env.Sessions()[0].Path
@@ -172,7 +182,6 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	// The fresh session: its first request carries the seed, and the
 	// parent's code resolves from the parent session file.
 	rpc.Prompt("RECALL " + code)
-	rpc.Close()
 	reqs := env.Server.Requests()
 	first := reqs[before]
 	if !strings.Contains(first.Text(), "# Session handoff seed") || strings.Contains(first.Text(), "bash gen.sh 1\"") {
@@ -182,6 +191,29 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	step, _ := StepOfCallID(callID)
 	if !strings.Contains(out, "parent session") || !strings.Contains(out, strings.TrimRight(env.GenOutput(step), "\n")) {
 		t.Fatalf("parent code %s did not resolve:\n%.400s", code, out)
+	}
+	// Every compaction of the fresh session keeps the seed's goal verbatim.
+	slices.Sort(codes)
+	codes = slices.DeleteFunc(codes, func(c string) bool { return c == code })
+	for i := 1; i <= 2; i++ {
+		for k := 0; k < 3; k++ { // a new code each time: the script recalls a code once per context
+			rpc.Prompt("RECALL " + codes[0])
+			codes = codes[1:]
+		}
+		if rec := rpc.Compact(""); !strings.Contains(string(rec.Raw), `"success":true`) {
+			t.Fatalf("compaction %d: %s", i, rec.Raw)
+		}
+	}
+	rpc.Close()
+	sess := env.Sessions()
+	cs := sess[len(sess)-1].ByType("compaction")
+	if len(cs) != 2 {
+		t.Fatalf("%d compactions in the fresh session", len(cs))
+	}
+	for i, c := range cs {
+		if !strings.Contains(c.Summary, "(verbatim from its handoff seed, 1 line)\nFinish the refactor of gen.sh and keep the ERROR lines\n") {
+			t.Fatalf("compaction %d lost the seed's goal:\n%s", i+1, c.Summary)
+		}
 	}
 }
 
@@ -288,4 +320,62 @@ func TestHandoffHeadlessPrintsPath(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(seed), "# Session handoff seed") || !strings.Contains(string(seed), "ship it") {
 		t.Fatalf("seed %s: %v", m[1], err)
 	}
+	// A second handoff keeps the first seed and names its own file.
+	res = env.Print(PrintOptions{Prompt: "/fold-handoff ship it again", Continue: true})
+	res.Require(t)
+	second := strings.TrimSuffix(m[1], ".md") + "-2.md"
+	if !strings.Contains(res.Stdout+res.Stderr, second) {
+		t.Fatalf("second handoff does not name %s: stdout %q stderr %q", second, res.Stdout, res.Stderr)
+	}
+	if again, _ := os.ReadFile(m[1]); string(again) != string(seed) {
+		t.Fatal("the second handoff overwrote the first seed")
+	}
+	if s2, _ := os.ReadFile(second); !strings.Contains(string(s2), "ship it again") {
+		t.Fatalf("second seed %s lacks its goal", second)
+	}
+}
+
+// TestHandoffBeforeTheFirstMessage: Pi writes the session file with the
+// first assistant message, so /fold-handoff before any message has nothing
+// to hand off. Interactively (RPC) that is an info answer, no warning and no
+// dialog; headless it is printed; no seed is written and no model request
+// is made either way.
+func TestHandoffBeforeTheFirstMessage(t *testing.T) {
+	const want = "nothing to hand off yet: this session has no messages"
+	env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 3, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction}))
+	dialogs := 0
+	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
+		dialogs++
+		return UICancel()
+	}})
+	rpc.Prompt("/fold-handoff ship it")
+	rpc.Close()
+	var infos int
+	var said []string
+	for _, n := range rpc.Notifications() {
+		said = append(said, n.NotifyType+": "+n.Message)
+		switch {
+		case n.NotifyType == "info" && n.Message == want:
+			infos++
+		case n.NotifyType == "warning" || n.NotifyType == "error" || strings.Contains(n.Message, "handoff"):
+			t.Errorf("unexpected notification: %s %q", n.NotifyType, n.Message)
+		}
+	}
+	if infos != 1 || dialogs != 0 {
+		t.Fatalf("%d info answers (want 1), %d dialogs (want 0): %q", infos, dialogs, said)
+	}
+	res := env.Print(PrintOptions{Prompt: "/fold-handoff ship it"})
+	res.Require(t)
+	if !strings.Contains(res.Stdout+res.Stderr, want) || strings.Contains(res.Stdout+res.Stderr, "failed") {
+		t.Fatalf("headless: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if n := len(env.Server.Requests()); n != 0 {
+		t.Fatalf("%d model requests", n)
+	}
+	filepath.WalkDir(env.SessionDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "handoff-") {
+			t.Errorf("a seed was written: %s", p)
+		}
+		return nil
+	})
 }

@@ -192,6 +192,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 				current().warn(`handoff:${e?.message}`, `fold-handoff failed: ${e?.message ?? e}`);
 				return;
 			}
+			if (res.empty) return say(ctx, res.text); // the engine's answer: nothing to hand off yet
 			if (!ctx.hasUI) {
 				process.stdout.write(`${res.path}\n`);
 				return;

@@ -9,7 +9,8 @@
 // same bytes. The text fits a budget; when it does not, whole items are cut,
 // least valuable section first and oldest item first: identifiers, then
 // recovery pointers, files, commands, the carried earlier summary, error
-// lines, and user intents last.
+// lines, and user intents last. The goal of the handoff seed a session
+// started from is never cut.
 package compact
 
 import (
@@ -60,19 +61,56 @@ type Input struct {
 
 type section struct {
 	title string
-	items []string
-	cut   int
+	// one and many name the items in cut notes ("error line", "error lines").
+	one, many string
+	items     []string
+	// blockCut items were over a block's share (perBlock a block, the
+	// first kept); capCut went over the section's cap and budgetCut were cut
+	// to fit the budget, both the oldest. A note says which cut how many.
+	perBlock, blockCut, cap, capCut, budgetCut int
 	// inline sections render their items on one line joined by " · ".
 	inline bool
 }
 
+// notes are the section's cut notes, oldest cut first.
+func (s *section) notes() []string {
+	var out []string
+	switch {
+	case s.blockCut > 0 && s.capCut > 0:
+		out = append(out, fmt.Sprintf("… %s not shown (at most %d a block, %d in all)", s.count(s.blockCut+s.capCut, "more"), s.perBlock, s.cap))
+	case s.blockCut > 0:
+		out = append(out, fmt.Sprintf("… %s not shown (at most %d a block)", s.count(s.blockCut, "more"), s.perBlock))
+	case s.capCut > 0:
+		out = append(out, fmt.Sprintf("… %s not shown (section cap %d)", s.count(s.capCut, "older"), s.cap))
+	}
+	if s.budgetCut > 0 {
+		if s.one == "" {
+			out = append(out, "… cut to fit the summary's budget")
+		} else {
+			out = append(out, fmt.Sprintf("… %s cut to fit the summary's budget", s.count(s.budgetCut, "older")))
+		}
+	}
+	return out
+}
+
+func (s *section) count(n int, adj string) string {
+	if n == 1 {
+		return "1 " + adj + " " + s.one
+	}
+	return strconv.Itoa(n) + " " + adj + " " + s.many
+}
+
+// size is the section's rendered size, its title and notes included.
 func (s *section) size() int {
-	n := 0
+	if len(s.items) == 0 && s.blockCut == 0 && s.capCut == 0 && s.budgetCut == 0 {
+		return 0
+	}
+	n := tokens.Units(s.title) + 4
 	for _, it := range s.items {
 		n += tokens.Units(it) + 3
 	}
-	if len(s.items) > 0 {
-		n += tokens.Units(s.title) + 4
+	for _, l := range s.notes() {
+		n += tokens.Units(l) + 1
 	}
 	return n
 }
@@ -96,11 +134,30 @@ func Render(in Input) string {
 		}
 		return "[" + s + "]"
 	}
+	// A session started from a handoff seed keeps the seed's goal verbatim
+	// in every summary: from the seed while the history holds it, else from
+	// the earlier summary carried in (which then drops its copy).
+	goal, haveGoal := historyGoal(in.Blocks)
+	carriedText := in.Carried
+	if g, rest, ok := carriedGoal(in.Carried); ok {
+		carriedText = rest
+		if !haveGoal {
+			goal, haveGoal = g, true
+		}
+	}
+	goalText := ""
+	if haveGoal {
+		goalText = goalSection(goal)
+	}
 	var users, files, cmds, errs, idents, pointers []string
 	seenFile, seenIdent, seenErr, seenUser := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// A block gives at most seedindex's per-block share of files, error
+	// lines and identifiers, so one flood cannot crowd out every other
+	// block; the all* sets count what the shares leave out, for exact notes.
+	allFile, allIdent, allErr := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	addFile := func(f string) {
 		if f != "" && !seenFile[f] {
-			seenFile[f] = true
+			seenFile[f], allFile[f] = true, true
 			files = append(files, "`"+f+"`")
 		}
 	}
@@ -122,28 +179,32 @@ func Render(in Input) string {
 				cmds = append(cmds, tag(b.Turn, resultID)+" `"+strings.ReplaceAll(cmd, "`", "'")+"`")
 			}
 		case block.ToolResult:
-			lines := risk.Lines(b.Text, risk.Error)
-			f := seedindex.ExtractLines(b.Text, lines)
-			for _, p := range f.Files {
-				addFile(p)
+			name := b.ToolName
+			if call, ok := calls[b.CallID]; ok && name == "" {
+				name = call.ToolName
 			}
-			for _, e := range f.Errors {
-				if !seenErr[e] {
-					seenErr[e] = true
-					errs = append(errs, tag(b.Turn, b.ID)+" "+e)
+			if !seedindex.OwnAnswer(name) {
+				lines := risk.Lines(b.Text, risk.Error)
+				f := seedindex.ExtractAll(b.Text, lines)
+				for k, p := range f.Files {
+					if allFile[p] = true; k < seedindex.MaxFiles {
+						addFile(p)
+					}
 				}
-			}
-			for _, id := range f.Identifiers {
-				if !seenIdent[id] {
-					seenIdent[id] = true
-					idents = append(idents, "`"+id+"`")
+				for k, e := range f.Errors {
+					if allErr[e] = true; k < seedindex.MaxErrors && !seenErr[e] {
+						seenErr[e] = true
+						errs = append(errs, tag(b.Turn, b.ID)+" "+e)
+					}
+				}
+				for k, id := range f.Identifiers {
+					if allIdent[id] = true; k < seedindex.MaxIdentifiers && !seenIdent[id] {
+						seenIdent[id] = true
+						idents = append(idents, "`"+id+"`")
+					}
 				}
 			}
 			if c, ok := in.Codes[b.ID]; ok {
-				name := b.ToolName
-				if call, ok := calls[b.CallID]; ok && name == "" {
-					name = call.ToolName
-				}
 				pointers = append(pointers, fmt.Sprintf("%s %s · turn %d · %d lines", digest.Tag(c), name, b.Turn, strings.Count(b.Text, "\n")+1))
 			}
 		case block.Thinking:
@@ -153,49 +214,53 @@ func Render(in Input) string {
 		}
 	}
 	// Oldest items go first when a section is over its cap.
-	capped := func(title string, xs []string, n int, inline bool) *section {
+	capped := func(title, one, many string, xs []string, n int, inline bool) *section {
 		kept := newest(xs, n)
-		return &section{title: title, items: kept, cut: len(xs) - len(kept), inline: inline}
+		return &section{title: title, one: one, many: many, items: kept, cap: n, capCut: len(xs) - len(kept), inline: inline}
+	}
+	shared := func(s *section, all map[string]bool, perBlock int) *section {
+		s.perBlock, s.blockCut = perBlock, len(all)-len(s.items)-s.capCut
+		return s
 	}
 	secs := []*section{
-		capped("Exact identifiers (grep keys for recall_folded)", idents, maxIdents, true),
-		capped("Recovery pointers", pointers, maxPointers, false),
-		capped("Files touched", files, maxFiles, true),
-		capped("Commands run", cmds, maxCommands, false),
-		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", carried(in.Carried), 1, false),
-		capped("Error lines (verbatim)", errs, maxErrors, false),
-		capped("User intents (first lines, in order)", users, maxUsers, false),
+		shared(capped("Exact identifiers (grep keys for recall_folded)", "identifier", "identifiers", idents, maxIdents, true), allIdent, seedindex.MaxIdentifiers),
+		capped("Recovery pointers", "recovery pointer", "recovery pointers", pointers, maxPointers, false),
+		shared(capped("Files touched", "file", "files", files, maxFiles, true), allFile, seedindex.MaxFiles),
+		capped("Commands run", "command", "commands", cmds, maxCommands, false),
+		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", "", "", carried(carriedText), 1, false),
+		shared(capped("Error lines (verbatim)", "error line", "error lines", errs, maxErrors, false), allErr, seedindex.MaxErrors),
+		capped("User intents (first lines, in order)", "user intent", "user intents", users, maxUsers, false),
 	}
+	carriedSec := secs[4]
 	header := headerText(in)
-	total := tokens.Units(header)
+	total := tokens.Units(header) + tokens.Units(goalText) // the goal is never cut
 	for _, s := range secs {
 		total += s.size()
 	}
 	for _, s := range secs { // cut order: the slice order
 		for total > budget && len(s.items) > 0 {
-			total -= tokens.Units(s.items[0]) + 3
+			before := s.size()
 			s.items = s.items[1:]
-			s.cut++
-			if len(s.items) == 0 {
-				total -= tokens.Units(s.title) + 4
-			}
+			s.budgetCut++
+			total += s.size() - before
 		}
 	}
-	// Render in reading order: intents, files, commands, errors,
-	// identifiers, pointers, carried.
-	order := []*section{secs[6], secs[2], secs[3], secs[5], secs[0], secs[1], secs[4]}
+	// Render in reading order: the seed's goal, intents, files, commands,
+	// errors, identifiers, pointers, carried.
+	order := []*section{secs[6], secs[2], secs[3], secs[5], secs[0], secs[1], carriedSec}
 	var sb strings.Builder
 	sb.WriteString(header)
+	sb.WriteString(goalText)
 	for _, s := range order {
-		if len(s.items) == 0 {
-			if s.cut > 0 && s != secs[4] {
-				fmt.Fprintf(&sb, "\n## %s\n(%d cut to fit the summary's budget; recall_folded search=<term> still finds them)\n", s.title, s.cut)
-			}
+		if s.size() == 0 {
 			continue
 		}
 		fmt.Fprintf(&sb, "\n## %s\n", s.title)
-		if s.cut > 0 && s != secs[4] {
-			fmt.Fprintf(&sb, "(%d older cut to fit the summary's budget)\n", s.cut)
+		for _, l := range s.notes() {
+			sb.WriteString(l + "\n")
+		}
+		if len(s.items) == 0 {
+			continue
 		}
 		if s.inline {
 			sb.WriteString(strings.Join(s.items, " · "))
@@ -203,7 +268,7 @@ func Render(in Input) string {
 			continue
 		}
 		for _, it := range s.items {
-			if s == secs[4] {
+			if s == carriedSec {
 				sb.WriteString(it)
 				sb.WriteByte('\n')
 				continue

@@ -1,7 +1,7 @@
 // Package seedindex extracts the seed index: a deterministic, verbatim record
 // of what a fold event moved out of view — files touched, commands run, error
-// lines, identifiers and numbers, the first lines of the user messages in the
-// folded span, and a recovery span (id, code, extent, sha256) per block.
+// lines, identifiers, the first lines of the user messages in the folded
+// span, and a recovery span (id, code, extent, sha256) per block.
 //
 // Nothing here paraphrases: every string is copied from the blocks, so a
 // grep over the index finds what the blocks said. Extraction is a
@@ -46,22 +46,33 @@ func Extract(text string) Facts {
 // ExtractLines is Extract with the text's flagged lines precomputed; lines
 // below Error are ignored.
 func ExtractLines(text string, lines []risk.Line) Facts {
+	return extract(text, lines, MaxFiles, MaxErrors, MaxIdentifiers)
+}
+
+// ExtractAll is ExtractLines without the per-block caps, for a summary that
+// states exactly how much it leaves out.
+func ExtractAll(text string, lines []risk.Line) Facts {
+	return extract(text, lines, -1, -1, -1)
+}
+
+// extract harvests up to the given number of each fact (-1: all).
+func extract(text string, lines []risk.Line, maxFiles, maxErrors, maxIdents int) Facts {
 	var f Facts
-	files := newSet(MaxFiles)
-	idents := newSet(MaxIdentifiers)
+	files := newSet(maxFiles)
+	idents := newSet(maxIdents)
+	errs := newSet(maxErrors)
 	for _, l := range lines {
 		if l.Class != risk.Error {
 			continue
 		}
-		if len(f.Errors) >= MaxErrors {
+		if errs.full() {
 			break
 		}
-		t := tokens.Trim(l.Text)
-		if t == "" || contains(f.Errors, clipUnits(t, ErrorClip)) {
-			continue
+		if t := tokens.Trim(l.Text); t != "" {
+			errs.add(clipUnits(t, ErrorClip))
 		}
-		f.Errors = append(f.Errors, clipUnits(t, ErrorClip))
 	}
+	f.Errors = errs.list
 	scanFields(text, func(field string) bool {
 		if p := stripLineCol(field); isPath(p) {
 			files.add(p)
@@ -81,24 +92,16 @@ func clipUnits(s string, n int) string {
 	return tokens.SafeSlice(s, n)
 }
 
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 type set struct {
 	seen map[string]bool
 	list []string
 	cap  int
 }
 
+// newSet holds up to n values; n < 0 means no limit.
 func newSet(n int) *set { return &set{seen: make(map[string]bool), cap: n} }
 
-func (s *set) full() bool { return len(s.list) >= s.cap }
+func (s *set) full() bool { return s.cap >= 0 && len(s.list) >= s.cap }
 
 func (s *set) add(v string) {
 	if v == "" || s.full() || s.seen[v] {
@@ -201,9 +204,8 @@ func isIdentByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// scanIdents finds identifier-shaped tokens in a field: code symbols with an
-// interior capital, underscore or digit; hex strings; numbers of four or more
-// digits; dotted versions.
+// scanIdents finds the identifiers in a field (see identLike), and a field
+// that is a whole version number.
 func scanIdents(f string, add func(string)) {
 	if v := strings.TrimPrefix(f, "v"); isVersion(v) {
 		add(f)
@@ -225,6 +227,8 @@ func scanIdents(f string, add func(string)) {
 	}
 }
 
+// isVersion reports a major.minor.patch version ("1.22.3"). Four or more
+// parts are left out: in logs those are IP addresses.
 func isVersion(s string) bool {
 	parts, run := 1, 0
 	for i := 0; i < len(s); i++ {
@@ -242,43 +246,97 @@ func isVersion(s string) bool {
 			return false
 		}
 	}
-	return parts >= 3 && run > 0
+	return parts == 3 && run > 0
 }
 
+// identLike reports a word worth listing as an exact identifier, a grep key:
+//
+//   - an error code: one to four capitals and three to five digits (E0308,
+//     TS2345, SC2086);
+//   - snake_case or SCREAMING_SNAKE (max_len, MAX_RETRIES, x86_64);
+//   - camelCase, or mixed case with a capital after the first letter
+//     (maxLen, TestParse, HTTPServer, parseHeaderV2);
+//   - a word with a number suffix (sha256, int32, utf8, Win32).
+//
+// Never a number, a hex string or a hex-looking fragment, nor a word with a
+// unit letter: in logs and tool output those are timestamps, PIDs,
+// durations, byte counts, hashes, addresses and request ids — noise, not
+// names. Plain words (error, version) and capitalised or upper-case words
+// (Hello, ERROR, FAIL) are not identifiers either; error lines are carried
+// whole in their own section.
 func identLike(w string) bool {
 	if len(w) < 4 || len(w) > 80 {
 		return false
 	}
-	digits, upperInside, under, hex := 0, false, false, true
+	if errorCode(w) {
+		return true
+	}
+	letters, lower, digits, digitRuns := 0, 0, 0, 0
+	under, upperInside, hexOnly := false, false, true
 	for k := 0; k < len(w); k++ {
 		c := w[k]
 		switch {
 		case c >= '0' && c <= '9':
 			digits++
-		case c >= 'A' && c <= 'Z':
-			if k > 0 {
-				upperInside = true
+			if k == 0 || w[k-1] < '0' || w[k-1] > '9' {
+				digitRuns++
 			}
-			hex = false
+		case c >= 'a' && c <= 'z':
+			letters++
+			lower++
+			hexOnly = hexOnly && c <= 'f'
+		case c >= 'A' && c <= 'Z':
+			letters++
+			upperInside = upperInside || k > 0
+			hexOnly = hexOnly && c <= 'F'
 		case c == '_':
 			under = true
-			hex = false
-		case c >= 'a' && c <= 'f':
-		default:
-			hex = false
+			hexOnly = false
 		}
 	}
-	if digits == len(w) {
-		return true // a number of four or more digits
-	}
-	if hex && len(w) >= 8 && digits > 0 {
-		return true
-	}
-	if strings.HasSuffix(w, "Error") || strings.HasSuffix(w, "Exception") {
+	switch {
+	case letters < 2, w[0] >= '0' && w[0] <= '9':
+		return false // numbers, and numbers with a unit (1532ms, 13T10)
+	case hexOnly && digits > 0:
+		return false // hashes, ids, addresses (9f8e7d6c, e29b, DEADBEEF1)
+	case strings.HasSuffix(w, "Error") || strings.HasSuffix(w, "Exception"):
 		return false // carried whole in errors
+	case under:
+		return true
+	case lower > 0 && upperInside:
+		return digitRuns < 2 // not base64 or a token (eyJhbGciOiJIUzI1NiJ9)
+	case digits > 0:
+		return digitRuns == 1 && w[len(w)-1] >= '0' && w[len(w)-1] <= '9'
 	}
-	return upperInside || under || digits > 0 && digits < len(w) && (w[0] < '0' || w[0] > '9')
+	return false
 }
+
+// errorCode reports one to four capitals then three to five digits.
+func errorCode(w string) bool {
+	k := 0
+	for k < len(w) && w[k] >= 'A' && w[k] <= 'Z' {
+		k++
+	}
+	if k < 1 || k > 4 || len(w)-k < 3 || len(w)-k > 5 {
+		return false
+	}
+	for _, c := range []byte(w[k:]) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// OwnAnswer reports whether a tool's results are context-fold's own answers
+// (recall_folded, unfold) rather than facts of the session. A recall is a
+// copy, whole or sliced, of a block the session (or the parent session a
+// handoff seed names) already holds and indexes where it first appeared;
+// its own header and note lines ("=== code (bash · ledger) — sha256
+// verified ===", "recall unavailable — …") are the tool's words. Mining them
+// would list the tool's headers as error lines and count copies twice, so
+// such results are not a source of files, error lines or identifiers.
+func OwnAnswer(tool string) bool { return tool == "recall_folded" || tool == "unfold" }
 
 // shellTools are tool names whose "command" argument is a shell command.
 var shellTools = map[string]bool{"bash": true, "shell": true, "sh": true, "exec": true, "run": true, "terminal": true, "run_command": true, "execute_bash": true}

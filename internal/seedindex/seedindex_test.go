@@ -3,6 +3,7 @@ package seedindex
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/block"
@@ -20,14 +21,40 @@ func TestExtract(t *testing.T) {
 			t.Errorf("files %q lack %q", f.Files, want)
 		}
 	}
-	for _, want := range []string{"TestParse", "1.22.3", "9f8e7d6c5b4a", "parseHeaderV2", "maxLen"} {
+	for _, want := range []string{"TestParse", "1.22.3", "parseHeaderV2", "maxLen"} {
 		if !contains(f.Identifiers, want) {
 			t.Errorf("identifiers %q lack %q", f.Identifiers, want)
 		}
 	}
-	for _, not := range []string{"func", "error", "version", "and"} {
+	for _, not := range []string{"func", "error", "version", "and", "FAIL", "9f8e7d6c5b4a", "012s"} {
 		if contains(f.Identifiers, not) {
-			t.Errorf("identifiers include plain word %q", not)
+			t.Errorf("identifiers include %q", not)
+		}
+	}
+}
+
+// TestIdentifiersFromNoisyLogs: in output full of numbers — timestamps,
+// PIDs, durations, byte counts, hashes, UUIDs, addresses, a JWT — only names
+// and codes are identifiers, each verbatim from the text.
+func TestIdentifiersFromNoisyLogs(t *testing.T) {
+	text := `2026-05-13T10:22:31.123Z INFO  [worker-3] pid=48213 request_id=9f8e7d6c5b4a3f21 took 1532ms bytes=1048576
+2026-05-13T10:22:31.456Z ERROR [worker-3] pid=48213 handleUpload failed: context deadline exceeded after 30.002s (sent 524288 of 1048576 bytes)
+trace 550e8400-e29b-41d4-a716-446655440000 peer 192.168.10.24:8443 heap 0x7ffd5e8c rss 734003200 gc 12.5ms
+Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0
+commit 4bf92f3577b34da6a3ce929d0e0e4736 at 1715595751 (deadbeef, DEADBEEF1, c0ffee42)
+go version 1.22.3 linux/amd64; node v22.19.0
+error[E0308]: mismatched types in parse_header (TS2345 in src/index.ts)
+MAX_RETRIES=5 exceeded in UploadWorker.retryWithBackoff; sha256 mismatch
+Hello World: ERROR FAIL OK PASS 100% done in 3m2s
+`
+	f := Extract(text)
+	want := []string{"request_id", "handleUpload", "1.22.3", "amd64", "v22.19.0", "E0308", "parse_header", "TS2345", "MAX_RETRIES", "UploadWorker", "retryWithBackoff", "sha256"}
+	if !reflect.DeepEqual(f.Identifiers, want) {
+		t.Errorf("identifiers\n got %q\nwant %q", f.Identifiers, want)
+	}
+	for _, id := range f.Identifiers {
+		if !strings.Contains(text, id) {
+			t.Errorf("%q is not in the text", id)
 		}
 	}
 }
@@ -90,4 +117,13 @@ func FuzzExtract(f *testing.F) {
 			t.Fatal("caps exceeded")
 		}
 	})
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

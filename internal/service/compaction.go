@@ -109,7 +109,15 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 		case block.ToolResult, block.Thinking:
 			sp := seedindex.Span{ID: b.ID, Code: digest.Code(b.ID), Tool: b.ToolName, Kind: b.Kind.String(), Turn: b.Turn, SHA256: registry.Sum(b.Text)}
 			sp.Bytes, sp.Lines = registry.Extent(b.Text)
-			masked = append(masked, seedindex.Masked{Block: b, Facts: seedindex.Extract(b.Text), Span: sp})
+			name := b.ToolName
+			if c, ok := calls[b.CallID]; ok && name == "" {
+				name = c.ToolName
+			}
+			var facts seedindex.Facts
+			if !seedindex.OwnAnswer(name) {
+				facts = seedindex.Extract(b.Text)
+			}
+			masked = append(masked, seedindex.Masked{Block: b, Facts: facts, Span: sp})
 		}
 	}
 	at := s.now().UTC().Format("2006-01-02T15:04:05.000Z07:00")

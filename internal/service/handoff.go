@@ -3,7 +3,9 @@ package service
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +20,10 @@ import (
 
 // SeedHeading starts every handoff seed; ParentPrefix names the parent
 // session file inside it, so a session started from the seed can resolve the
-// parent's fold codes.
+// parent's fold codes. compact writes and reads the seed's layout.
 const (
-	SeedHeading  = "# Session handoff seed"
-	ParentPrefix = "Parent session: "
+	SeedHeading  = compact.SeedHeading
+	ParentPrefix = compact.ParentPrefix
 )
 
 // HandoffParams ask for a handoff seed.
@@ -33,44 +35,37 @@ type HandoffParams struct {
 	Entries string `json:"entries,omitempty"`
 }
 
-// HandoffResult is the written seed.
+// HandoffResult is the written seed, or, when the session has no messages
+// yet, Empty with Text saying so (an answer, not a failure: nothing is
+// written).
 type HandoffResult struct {
-	Path string `json:"path"`
-	Seed string `json:"seed"`
+	Path  string `json:"path,omitempty"`
+	Seed  string `json:"seed,omitempty"`
+	Empty bool   `json:"empty,omitempty"`
+	Text  string `json:"text,omitempty"`
 	// Temporary is set when the session has no directory and the seed was
 	// written to the system's temporary directory instead.
 	Temporary bool `json:"temporary,omitempty"`
 }
 
-// RenderSeed is the handoff seed: the goal verbatim, the parent session
-// file, and the bounded index of the whole active branch. It has no clock
-// in it: the same session and goal give the same bytes.
-func RenderSeed(goal, parentFile string, blocks []block.Block, codes map[string]string) string {
-	var b strings.Builder
-	b.WriteString(SeedHeading + "\n\n")
-	if parentFile != "" {
-		b.WriteString(ParentPrefix + parentFile + "\n\n")
-	}
-	b.WriteString("> Everything below is copied verbatim from the parent session: no model wrote any of it, so\n")
-	b.WriteString("> identifiers, paths, commands and error strings are exactly as they appeared. The parent's\n")
-	b.WriteString("> {#code FOLDED} codes still work here: recall_folded reads them from the parent session file.\n\n")
-	b.WriteString("## Goal for the next session\n\n")
-	if g := strings.TrimSpace(goal); g != "" {
-		b.WriteString(goal)
-	} else {
-		b.WriteString("(not stated — say what to do next)")
-	}
-	b.WriteString("\n\n")
-	b.WriteString(compact.Render(compact.Input{Title: "Parent session index", Blocks: blocks, Codes: codes, SessionFile: parentFile}))
-	return b.String()
-}
+// nothingYet answers a handoff of a session without messages.
+const nothingYet = "nothing to hand off yet: this session has no messages"
 
 func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	ss := s.s
 	if ss == nil {
 		return nil, errNotOpen
 	}
+	empty := &HandoffResult{Empty: true, Text: nothingYet}
+	// Pi writes the session file with the first assistant message, and a
+	// --no-session session has no entries before the first message.
+	if ss.file == "" && strings.TrimSpace(p.Entries) == "" {
+		return empty, nil
+	}
 	led, err := s.ledgerFor(ss, []byte(p.Entries))
+	if errors.Is(err, fs.ErrNotExist) {
+		return empty, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
@@ -80,12 +75,15 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 			msgs = append(msgs, e.Message)
 		}
 	}
+	if len(msgs) == 0 {
+		return empty, nil
+	}
 	tr := block.Linearize(msgs)
 	codes := map[string]string{}
 	for _, rec := range ss.eng.Registry().All() {
 		codes[rec.ID] = rec.Code
 	}
-	seed := RenderSeed(p.Goal, ss.file, tr.Blocks(), codes)
+	seed := compact.Seed(p.Goal, ss.file, tr.Blocks(), codes)
 	res := &HandoffResult{Seed: seed}
 	dir := indexfile.Dir(ss.dir, ss.id)
 	if dir == "" {
@@ -96,11 +94,40 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
-	res.Path = filepath.Join(dir, "handoff-"+ss.id+".md")
-	if err := os.WriteFile(res.Path, []byte(seed), 0o644); err != nil {
+	if res.Path, err = writeNew(dir, "handoff-"+ss.id, seed); err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
 	}
 	return res, nil
+}
+
+// writeNew writes text to the first of base.md, base-2.md, base-3.md, … in
+// dir that does not exist yet, and returns its path: a later handoff of the
+// same session keeps every earlier seed (a fresh session may have started
+// from it), and the numbering has no clock in it.
+func writeNew(dir, base, text string) (string, error) {
+	for n := 1; ; n++ {
+		name := base + ".md"
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d.md", base, n)
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(p)
+			return "", err
+		}
+		return p, nil
+	}
 }
 
 // parent is the session a handoff seed came from: its ledger and its fold

@@ -228,7 +228,7 @@ func Render(in Input) string {
 		shared(capped("Files touched", "file", "files", files, maxFiles, true), allFile, seedindex.MaxFiles),
 		capped("Commands run", "command", "commands", cmds, maxCommands, false),
 		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", "", "", carried(carriedText), 1, false),
-		shared(capped("Error lines (verbatim)", "error line", "error lines", errs, maxErrors, false), allErr, seedindex.MaxErrors),
+		shared(capped(errorsTitle, "error line", "error lines", errs, maxErrors, false), allErr, seedindex.MaxErrors),
 		capped("User intents (first lines, in order)", "user intent", "user intents", users, maxUsers, false),
 	}
 	carriedSec := secs[4]
@@ -317,3 +317,7 @@ func headerText(in Input) string {
 	sb.WriteString("`recall_folded <code>` (optionally grep=<term> or lines=<a-b>) reads one back, sha256-verified.\n")
 	return sb.String()
 }
+
+// errorsTitle heads the error lines: whole and verbatim, except that a line
+// past the seed index's clip is cut and marked.
+var errorsTitle = fmt.Sprintf("Error lines (verbatim; one over %d characters ends in %s where it was cut)", seedindex.ErrorClip, tokens.Ellipsis)

@@ -141,7 +141,7 @@ func TestOwnAnswersAreNotSources(t *testing.T) {
 	}).Blocks()
 	codes := map[string]string{"r:c1": "abc123", "r:c2": "def456"}
 	s := Render(Input{Blocks: blocks, Codes: codes})
-	_, errSec, _ := strings.Cut(s, "## Error lines (verbatim)\n")
+	_, errSec, _ := strings.Cut(s, "## "+errorsTitle+"\n")
 	errSec, _, _ = strings.Cut(errSec, "\n\n## ")
 	if errSec != "- [turn 1 · {#abc123 FOLDED}] "+failed {
 		t.Errorf("error lines:\n%s\n\nsummary:\n%s", errSec, s)
@@ -211,7 +211,7 @@ func TestCutNotesNameTheCap(t *testing.T) {
 		return block.Linearize(msgs).Blocks()
 	}
 	errorSection := func(s string) (notes []string, shown int) {
-		_, sec, _ := strings.Cut(s, "## Error lines (verbatim)\n")
+		_, sec, _ := strings.Cut(s, "## "+errorsTitle+"\n")
 		sec, _, _ = strings.Cut(sec, "\n\n")
 		for _, l := range strings.Split(sec, "\n") {
 			if strings.HasPrefix(l, "- [turn 1] ERROR: case ") {

@@ -85,11 +85,13 @@ func extract(text string, lines []risk.Line, maxFiles, maxErrors, maxIdents int)
 	return f
 }
 
+// clipUnits keeps s whole when it fits in n units; otherwise its first n-1
+// units and a "…" that says it was cut, so a cut line never reads as whole.
 func clipUnits(s string, n int) string {
 	if tokens.Units(s) <= n {
 		return s
 	}
-	return tokens.SafeSlice(s, n)
+	return tokens.SafeSlice(s, n-1) + tokens.Ellipsis
 }
 
 type set struct {

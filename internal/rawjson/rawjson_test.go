@@ -2,6 +2,8 @@ package rawjson
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -164,4 +166,49 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkUnquote decodes a 20 KB tool output (newline escapes every line,
+// as JSON.stringify writes them).
+func BenchmarkUnquote(b *testing.B) {
+	var sb strings.Builder
+	for k := 0; sb.Len() < 20_000; k++ {
+		fmt.Fprintf(&sb, "toolu_1 line %d: the quick brown fox jumps over the lazy dog\t%d\n", k, k*17)
+	}
+	raw := Quote(nil, sb.String())
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := Unquote(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestPlainRunMatchesByteLoop checks the eight-bytes-at-a-time scan against
+// the byte loop at every offset of inputs full of edge bytes.
+func TestPlainRunMatchesByteLoop(t *testing.T) {
+	edge := []byte{0, 0x1f, 0x20, 0x21, '"', '#', '\\', ']', 0x7f, 0x80, 0xff, 'a', 'a', 'a', 'a', 'a'}
+	seed := uint32(1)
+	for n := 0; n < 2000; n++ {
+		b := make([]byte, n%70)
+		for k := range b {
+			seed = seed*1664525 + 1013904223
+			b[k] = edge[seed>>28]
+		}
+		for _, ascii := range []bool{false, true} {
+			tab := &special
+			if ascii {
+				tab = &unplain
+			}
+			for i := 0; i <= len(b); i++ {
+				want := i
+				for want < len(b) && !tab[b[want]] {
+					want++
+				}
+				if got := plainRun(b, i, ascii); got != want {
+					t.Fatalf("plainRun(%q, %d, %v) = %d, want %d", b, i, ascii, got, want)
+				}
+			}
+		}
+	}
 }

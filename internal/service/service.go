@@ -262,7 +262,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	if err != nil {
 		res.Warnings = append(res.Warnings, err.Error())
 	}
-	if _, floor, err := ss.index.Read(); err != nil {
+	if floor, err := ss.index.Floor(); err != nil {
 		res.Warnings = append(res.Warnings, err.Error())
 	} else {
 		ss.eng.EnsureSeqAtLeast(floor)

@@ -166,3 +166,33 @@ func BenchmarkResumeFolded3000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResumeFolded3000FromFile is BenchmarkResumeFolded3000 as the
+// adapter now sends it: open names the fold entries and the first request
+// names the messages by their ids in the session file, which the engine
+// reads itself.
+func BenchmarkResumeFolded3000FromFile(b *testing.B) {
+	f := resume3000(b)
+	open, _ := json.Marshal(OpenParams{SessionID: "bench", SessionFile: f.file, SessionDir: f.dir, EntryIDs: f.entryIDs, FileVersion: 3})
+	turn, _ := json.Marshal(map[string]any{"keep": 0, "full": true, "file": f.ids, "fileVersion": 3, "append": []json.RawMessage{}, "window": 1_000_000, "reported": 300_000})
+	b.ReportAllocs()
+	defer b.ReportMetric(float64(f.bytes)/1e6, "file-MB")
+	for b.Loop() {
+		s := New(nil, nil)
+		s.now = func() time.Time { return time.UnixMilli(1_796_000_000_000 + 4000*1500 + 60_000) }
+		res, err := s.Handle(b.Context(), "open", open)
+		if err != nil || !res.(*OpenResult).EntriesFromFile {
+			b.Fatal("open did not read the entries from the file", err)
+		}
+		tr, err := s.Handle(b.Context(), "turn", turn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tr.(*TurnResult).Event != nil {
+			b.Fatal("the first request after resume folded anew")
+		}
+		if _, err := rawjson.Marshal(tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

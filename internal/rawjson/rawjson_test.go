@@ -3,6 +3,7 @@ package rawjson
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -211,4 +212,27 @@ func TestPlainRunMatchesByteLoop(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzOfValid: on valid JSON the OfValid splitters return exactly what
+// Object and Array return; on anything else they do not panic.
+func FuzzOfValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"x\"}"}],"c":"\\"}`, `[1e5,-0.1,true,null,"]",{"k":[]}]`, ` { "role" : "user" , "content" : [ { "type":"text","text":"a\\\\\"b" } ] } `, `{}`, `[]`, `"s"`, `{"a":1`, `[}l`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mo, eo := Object(b)
+		mv, ev := ObjectOfValid(b)
+		ao, ea := Array(b)
+		av, eav := ArrayOfValid(b)
+		if !Valid(b) {
+			return
+		}
+		if (eo == nil) != (ev == nil) || eo == nil && !reflect.DeepEqual(mo, mv) {
+			t.Fatalf("ObjectOfValid(%q) = %v, %v; Object: %v, %v", b, mv, ev, mo, eo)
+		}
+		if (ea == nil) != (eav == nil) || ea == nil && !reflect.DeepEqual(ao, av) {
+			t.Fatalf("ArrayOfValid(%q) = %q, %v; Array: %q, %v", b, av, eav, ao, ea)
+		}
+	})
 }

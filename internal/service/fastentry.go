@@ -15,7 +15,8 @@ import (
 // read in place; encoding/json decides whenever that reading might not
 // agree with it: keys in another case or repeated, values of another type,
 // strings with surrogate escapes (encoding/json turns a lone one into
-// U+FFFD).
+// U+FFFD). raw must be valid JSON: encoding/json validated the open params'
+// entries, the ledger the session file's lines.
 func decodeEntry(raw []byte) (engine.Entry, error) {
 	if en, ok := fastEntry(raw); ok {
 		return en, nil
@@ -31,7 +32,7 @@ func decodeEntry(raw []byte) (engine.Entry, error) {
 // on a repeated key, a key equal to a name in another case, or when set
 // fails.
 func members(raw []byte, names []string, set func(k int, v []byte) bool) bool {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		return false
 	}
@@ -152,7 +153,7 @@ func fastThinking(raw []byte, th *engine.ThinkingCost) bool {
 // fastArray decodes an array as encoding/json into a slice does: [] is
 // empty but not nil, and a null element is the zero value.
 func fastArray[T any](raw []byte, el func([]byte) (T, bool)) ([]T, bool) {
-	els, err := rawjson.Array(raw)
+	els, err := rawjson.ArrayOfValid(raw)
 	if err != nil {
 		return nil, false
 	}

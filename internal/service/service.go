@@ -388,7 +388,7 @@ func parseTurn(params []byte) (TurnParams, error) {
 			if rawjson.IsNull(m.Value) {
 				continue
 			}
-			els, err := rawjson.Array(m.Value)
+			els, err := rawjson.ArrayOfValid(m.Value) // Object validated params whole
 			if err != nil {
 				return p, fmt.Errorf("append: %w", err)
 			}

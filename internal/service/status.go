@@ -107,6 +107,7 @@ type activity struct {
 // of messages, most of their bytes tool output) and leaves the message to
 // encoding/json whenever that reading might not agree: keys in another case
 // or repeated, values of another type, strings with escapes or non-ASCII.
+// raw must be valid JSON (the ledger validated every line it holds).
 func readActivity(raw []byte) (activity, error) {
 	if a, ok := fastActivity(raw); ok {
 		return a, nil
@@ -117,7 +118,7 @@ func readActivity(raw []byte) (activity, error) {
 }
 
 func fastActivity(raw []byte) (a activity, ok bool) {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		return a, false
 	}
@@ -171,7 +172,7 @@ func fastActivity(raw []byte) (a activity, ok bool) {
 }
 
 func fastUsage(raw []byte) (*telemetry.Usage, bool) {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		return nil, false
 	}

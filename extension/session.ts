@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type Found, locate, mismatch, notFoundMessage } from "./locate.js";
 import { Engine, EngineError } from "./protocol.ts";
-import { applyPlacements, type Layer, type Placement, Tracker, turnParams } from "./wire.ts";
+import { applyPlacements, fileRefs, type Layer, type Placement, Tracker, turnParams } from "./wire.ts";
 
 /** What a Session needs from Pi beyond the per-call context. */
 export interface Host {
@@ -176,19 +176,24 @@ export class Session {
 		this.needFull = true;
 		this.tracker.reset();
 		const sm = ctx.sessionManager;
-		const entries: unknown[] = [];
-		for (const e of sm.getEntries() as any[]) if (e.type === "custom" && e.customType === CUSTOM_TYPE) entries.push(e.data);
-		const params = {
+		const folds: any[] = [];
+		for (const e of sm.getEntries() as any[]) if (e.type === "custom" && e.customType === CUSTOM_TYPE) folds.push(e);
+		const params: Record<string, unknown> = {
 			sessionId: sm.getSessionId(),
 			sessionFile: sm.getSessionFile() ?? "",
 			sessionDir: sm.getSessionDir() ?? "",
-			entries,
+			entries: folds.map((e) => e.data),
 			env: knobEnv(),
 			agentDir: this.host.agentDir,
 		};
+		// The engine reads the entries from the session file when it holds
+		// them (it says so); otherwise it is asked again with their data.
+		const version = sm.getHeader?.()?.version;
+		const byId = params.sessionFile !== "" && folds.length > 0 && typeof version === "number" && folds.every((e) => typeof e.id === "string");
 		this.opening = (async () => {
 			await engine.ready;
-			const res = await engine.request("open", params, TURN_TIMEOUT());
+			let res = byId ? await engine.request("open", { ...params, entries: undefined, entryIds: folds.map((e) => e.id), fileVersion: version }, TURN_TIMEOUT()) : null;
+			if (res?.entriesFromFile !== true) res = await engine.request("open", params, TURN_TIMEOUT());
 			this.layers.clear();
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
@@ -244,15 +249,19 @@ export class Session {
 			if (this.needFull) this.sentCompaction = null;
 			const compaction = this.host.compaction() ?? null;
 			const compactionJSON = JSON.stringify(compaction);
-			const params = turnParams(messages, this.needFull ? 0 : keep, {
+			const extra = {
 				window: usage?.contextWindow ?? ctx.model?.contextWindow ?? 0,
 				reported: usage?.tokens ?? null,
 				model: modelFacts(ctx.model),
 				full: this.needFull || undefined,
 				// Sent when changed: the engine keeps folding ahead of Pi's threshold.
 				compaction: compactionJSON !== this.sentCompaction ? compaction : undefined,
-			});
-			const res = await engine.requestRaw("turn", params, TURN_TIMEOUT());
+			};
+			// A full send names the messages Pi's session file holds instead of
+			// sending them; if the engine cannot read them there, they are sent.
+			const file = this.needFull ? fileRefs(ctx.sessionManager, messages) : null;
+			let res = file ? await engine.requestRaw("turn", turnParams(messages, 0, extra, file), TURN_TIMEOUT()).catch((e) => (e?.code === "stale_file" ? null : Promise.reject(e))) : null;
+			if (res?.len !== messages.length) res = await engine.requestRaw("turn", turnParams(messages, this.needFull ? 0 : keep, extra), TURN_TIMEOUT());
 			this.sentCompaction = compactionJSON;
 			this.tracker.commit(messages, this.needFull ? 0 : keep);
 			this.needFull = false;

@@ -80,13 +80,104 @@ export class Tracker {
 	}
 }
 
-/** Serialises a turn's params with each appended message stringified once. */
-export function turnParams(msgs: readonly unknown[], keep: number, extra: Record<string, unknown>): string {
+/**
+ * Serialises a turn's params with each appended message stringified once.
+ * With file (see fileRefs), message keep+i whose file[i] is an entry id is
+ * not sent: the engine reads its bytes from the session file.
+ */
+export function turnParams(msgs: readonly unknown[], keep: number, extra: Record<string, unknown>, file?: FileRefs): string {
 	const parts: string[] = [];
-	for (let i = keep; i < msgs.length; i++) parts.push(JSON.stringify(msgs[i]));
+	const refs = file?.ids ?? [];
+	for (let i = keep; i < msgs.length; i++) if (refs[i - keep] == null) parts.push(JSON.stringify(msgs[i]));
 	let head = `{"keep":${keep}`;
 	for (const [k, v] of Object.entries(extra)) if (v !== undefined) head += `,${JSON.stringify(k)}:${JSON.stringify(v)}`;
+	if (file) head += `,"fileVersion":${JSON.stringify(file.version)},"file":${JSON.stringify(refs)}`;
 	return `${head},"append":[${parts.join(",")}]}`;
+}
+
+/** Messages the engine can read from the session file: entry ids (null: sent inline) and the file's format version. */
+export interface FileRefs {
+	ids: (string | null)[];
+	version: unknown;
+}
+
+/** What fileRefs needs of Pi's session manager (ReadonlySessionManager). */
+interface Projecting {
+	getSessionFile(): string | undefined;
+	getHeader?(): { version?: unknown } | null;
+	buildSessionProjection?(): { entries: { sourceEntry: any; messages: unknown[] }[] };
+}
+
+/**
+ * Which of msgs are, value for value, message entries of Pi's session file,
+ * paired by position with Pi's own projection of the session (the context
+ * it builds from the file): msgs[i] gets the id of the entry whose message
+ * is projectedMessages[i] unchanged, when sameJSON(msgs[i], it); null where
+ * not (a rewritten or added message, one not yet in the file). A message
+ * entry's bytes in the file are JSON.stringify of that message, so the
+ * engine reads exactly what turnParams would have sent. Null when nothing
+ * is to be gained (no file, no projection, nothing matches).
+ */
+export function fileRefs(sm: Projecting, msgs: readonly unknown[]): FileRefs | null {
+	let proj: ReturnType<NonNullable<Projecting["buildSessionProjection"]>> | undefined;
+	let version: unknown;
+	try {
+		if (!sm.getSessionFile() || !sm.buildSessionProjection) return null;
+		version = sm.getHeader?.()?.version;
+		proj = sm.buildSessionProjection();
+	} catch {
+		return null;
+	}
+	if (typeof version !== "number" || !Array.isArray(proj?.entries)) return null;
+	const ids: (string | null)[] = [];
+	let hits = 0;
+	for (const pe of proj.entries) {
+		const src = pe.sourceEntry;
+		const whole = src?.type === "message" && typeof src.id === "string" && pe.messages.length === 1 && pe.messages[0] === src.message;
+		for (const pm of pe.messages) {
+			const i = ids.length;
+			if (i >= msgs.length) break;
+			const hit = whole && sameJSON(msgs[i], pm);
+			ids.push(hit ? src.id : null);
+			if (hit) hits++;
+		}
+	}
+	while (ids.length > 0 && ids[ids.length - 1] === null) ids.pop();
+	return hits > 0 ? { ids, version } : null;
+}
+
+/**
+ * Whether JSON.stringify(a) === JSON.stringify(b), for plain JSON data:
+ * the same keys in the same order and equal values, recursively. Anything
+ * JSON.stringify treats specially (undefined, functions, toJSON, class
+ * instances, non-finite numbers) compares unequal unless identical, so a
+ * true answer is always right.
+ */
+export function sameJSON(a: unknown, b: unknown): boolean {
+	if (a === b) {
+		const t = typeof a;
+		return t === "string" || t === "boolean" || t === "object" || t === "undefined" || (t === "number" && Number.isFinite(a));
+	}
+	if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+	if (Array.isArray(a)) {
+		if (!Array.isArray(b) || a.length !== b.length) return false;
+		for (let i = 0; i < a.length; i++) if (!sameJSON(a[i], b[i])) return false;
+		return true;
+	}
+	if (Array.isArray(b)) return false;
+	const pa = Object.getPrototypeOf(a);
+	const pb = Object.getPrototypeOf(b);
+	if ((pa !== Object.prototype && pa !== null) || (pb !== Object.prototype && pb !== null)) return false;
+	const ka = Object.keys(a);
+	const kb = Object.keys(b);
+	if (ka.length !== kb.length) return false;
+	for (let i = 0; i < ka.length; i++) {
+		const k = ka[i];
+		if (k !== kb[i] || k === "toJSON") return false;
+		const va = (a as any)[k];
+		if (va === undefined || typeof va === "function" || !sameJSON(va, (b as any)[k])) return false;
+	}
+	return true;
 }
 
 /**

@@ -160,3 +160,89 @@ for (const [name, hello, shown] of [
 		assert.ok(w.trimEnd().endsWith("no folding this session"), w);
 	});
 }
+
+/** A session file as Pi's SessionManager writes and reads it (format 3), for resume tests. */
+class FileSessionManager {
+	entries: any[] = [];
+	private file: string;
+	private dir: string;
+	constructor(file: string, dir: string) {
+		this.file = file;
+		this.dir = dir;
+	}
+	static open(file: string, dir: string): FileSessionManager {
+		const sm = new FileSessionManager(file, dir);
+		const lines = readFileSync(file, "utf8").split("\n").filter((l) => l !== "");
+		sm.entries = lines.slice(1).map((l) => JSON.parse(l));
+		return sm;
+	}
+	private append(e: any): void {
+		const prev = this.entries[this.entries.length - 1];
+		const entry = { ...e, id: `e${String(this.entries.length + 1).padStart(7, "0")}`, parentId: prev?.id ?? null, timestamp: "2026-12-02T00:00:00.000Z" };
+		if (this.entries.length === 0) writeFileSync(this.file, JSON.stringify({ type: "session", version: 3, id: "sess-1", timestamp: entry.timestamp, cwd: "/w" }) + "\n");
+		this.entries.push(entry);
+		writeFileSync(this.file, JSON.stringify(entry) + "\n", { flag: "a" });
+	}
+	appendMessage(message: unknown): void {
+		this.append({ type: "message", message });
+	}
+	appendCustomEntry(customType: string, data: unknown): void {
+		this.append({ type: "custom", customType, data });
+	}
+	getSessionId = () => "sess-1";
+	getSessionFile = () => this.file;
+	getSessionDir = () => this.dir;
+	getEntries = () => this.entries;
+	getHeader = () => ({ type: "session", version: 3 });
+	buildSessionProjection = () => ({ entries: this.entries.filter((e) => e.type === "message").map((e) => ({ sourceEntry: e, messages: [e.message] })) });
+	messages = () => this.entries.filter((e) => e.type === "message").map((e) => e.message);
+}
+
+test("a resume reads the fold entries and the messages from the session file, with the same result", async () => {
+	const dir = mkdtempSync(join(tmpdir(), "cf-resume-"));
+	const file = join(dir, "session.jsonl");
+	const a = new FileSessionManager(file, dir);
+	const ctxFor = (sm: any) => ({ ...fakeCtx([], dir), sessionManager: sm });
+	const hostFor = (sm: any) => ({ appendEntry: (t: string, d: unknown) => sm.appendCustomEntry(t, d), agentDir: "", compaction: () => undefined });
+	const msgs = session(40);
+	const s = new Session(hostFor(a));
+	await s.start(ctxFor(a));
+	for (let i = 0; i < msgs.length; i++) {
+		a.appendMessage(msgs[i]);
+		if (i % 2 === 1) await s.onContext(structuredClone(a.messages()), ctxFor(a));
+	}
+	s.close();
+	assert.ok(a.entries.some((e) => e.type === "custom"), "setup: the session folded");
+
+	const sent: { method: string; bytes: number }[] = [];
+	const proto = (await import("../protocol.ts")).Engine.prototype as any;
+	const raw = proto.requestRaw;
+	proto.requestRaw = function (method: string, params: string, t: number) {
+		sent.push({ method, bytes: params.length });
+		return raw.call(this, method, params, t);
+	};
+	const resumed = async (sm: any) => {
+		sent.length = 0;
+		const r = new Session(hostFor(sm));
+		const ctx = ctxFor(sm);
+		await r.start(ctx);
+		const req = structuredClone(sm.messages());
+		await r.onContext(req, ctx);
+		r.close();
+		return { req, sent: [...sent] };
+	};
+	try {
+		const byFile = await resumed(FileSessionManager.open(file, dir));
+		const noFile = FileSessionManager.open(file, dir);
+		noFile.getSessionFile = () => undefined as any;
+		const bySend = await resumed(noFile);
+		assert.ok(folded(byFile.req) > 10, "folds apply after the resume");
+		assert.equal(JSON.stringify(byFile.req), JSON.stringify(bySend.req), "the same request either way");
+		const total = JSON.stringify(msgs).length;
+		assert.deepEqual(byFile.sent.map((x) => x.method), ["open", "turn"], "no resend");
+		for (const x of byFile.sent) assert.ok(x.bytes < total / 10, `${x.method} sent ${x.bytes} bytes of a ${total}-byte session`);
+		assert.ok(bySend.sent[1].bytes > total, "without a file everything is sent");
+	} finally {
+		proto.requestRaw = raw;
+	}
+});

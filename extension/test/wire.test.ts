@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { applyPlacements, type Layer, Tracker, turnParams } from "../wire.ts";
+import { applyPlacements, fileRefs, type Layer, sameJSON, Tracker, turnParams } from "../wire.ts";
 
 const vectors = JSON.parse(readFileSync(new URL("../../internal/apply/testdata/vectors.json", import.meta.url), "utf8"));
 
@@ -58,4 +58,68 @@ test("turn params carry each appended message stringified once", () => {
 	const msgs = [{ a: 1 }, { b: "x\u2028" }, { c: [1] }];
 	const p = JSON.parse(turnParams(msgs, 1, { window: 100, reported: null, full: undefined }));
 	assert.deepEqual(p, { keep: 1, window: 100, reported: null, append: [{ b: "x\u2028" }, { c: [1] }] });
+});
+
+test("turn params name the messages the session file holds instead of sending them", () => {
+	const msgs = [{ a: 1 }, { b: 2 }, { c: 3 }, { d: 4 }];
+	const p = JSON.parse(turnParams(msgs, 0, { window: 100 }, { ids: ["e1", null, "e3"], version: 3 }));
+	assert.deepEqual(p, { keep: 0, window: 100, fileVersion: 3, file: ["e1", null, "e3"], append: [{ b: 2 }, { d: 4 }] });
+});
+
+test("sameJSON is true only where JSON.stringify agrees", () => {
+	const yes: [unknown, unknown][] = [
+		[{ a: 1, b: [1, "x", null, { c: true }] }, { a: 1, b: [1, "x", null, { c: true }] }],
+		[[undefined], [undefined]],
+		[Object.create(null), {}],
+		["é😀\u2028", "é😀\u2028"],
+		[-0, 0],
+	];
+	for (const [a, b] of yes) {
+		assert.equal(sameJSON(a, b), true, JSON.stringify(a));
+		assert.equal(JSON.stringify(a), JSON.stringify(b));
+	}
+	class K {
+		x = 1;
+	}
+	const no: [unknown, unknown][] = [
+		[{ a: 1, b: 2 }, { b: 2, a: 1 }],
+		[{ a: 1 }, { a: 1, b: undefined }],
+		[{ a: undefined }, { a: undefined }],
+		[{ a: 1 }, { a: "1" }],
+		[[1, 2], [1, 2, 3]],
+		[[1], { 0: 1 }],
+		[new Date(0), new Date(0)],
+		[new K(), { x: 1 }],
+		[{ toJSON: () => 1 }, { toJSON: () => 1 }],
+		[NaN, NaN],
+		[Infinity, Infinity],
+		[{ f() {} }, { f() {} }],
+		[10n, 10n],
+	];
+	for (const [a, b] of no) assert.equal(sameJSON(a, b), false, String(a));
+});
+
+test("fileRefs pairs messages with the file's message entries Pi projects", () => {
+	const entry = (id: string, message: any) => ({ type: "message", id, message });
+	const e1 = entry("e1", { role: "user", content: "go", timestamp: 1 });
+	const e2 = entry("e2", { role: "assistant", content: [{ type: "text", text: "ok" }], timestamp: 2 });
+	const e3 = entry("e3", { role: "user", content: "again", timestamp: 3 });
+	const summary = { sourceEntry: { type: "compaction", id: "c1" }, messages: [{ role: "compactionSummary", summary: "s", timestamp: 0 }] };
+	const edited = { sourceEntry: e3, messages: [{ ...e3.message, content: "edited" }] };
+	const sm = (entries: any[], file = "/s.jsonl", version: unknown = 3) => ({
+		getSessionFile: () => file,
+		getHeader: () => ({ version }),
+		buildSessionProjection: () => ({ entries }),
+	});
+	const whole = (e: any) => ({ sourceEntry: e, messages: [e.message] });
+	const msgs = structuredClone([summary.messages[0], e1.message, e2.message, e3.message]);
+	assert.deepEqual(fileRefs(sm([summary, whole(e1), whole(e2), whole(e3)]), msgs), { ids: [null, "e1", "e2", "e3"], version: 3 });
+	// A context_edit's projection, a changed message and the ones after the projection are sent.
+	msgs[2].content[0].text = "changed";
+	assert.deepEqual(fileRefs(sm([summary, whole(e1), whole(e2), edited]), [...msgs, { role: "user", content: "new" }]), { ids: [null, "e1"], version: 3 });
+	assert.equal(fileRefs(sm([summary]), msgs), null, "nothing in the file");
+	assert.equal(fileRefs(sm([whole(e1)], ""), msgs.slice(1)), null, "no session file");
+	assert.equal(fileRefs(sm([whole(e1)], "/s.jsonl", null), msgs.slice(1)), null, "no format version");
+	assert.equal(fileRefs({ getSessionFile: () => "/s.jsonl" }, msgs), null, "no projection");
+	assert.equal(fileRefs({ getSessionFile: () => "/s.jsonl", getHeader: () => ({ version: 3 }), buildSessionProjection: () => { throw new Error("x"); } }, msgs), null);
 });

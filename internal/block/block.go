@@ -172,13 +172,14 @@ func str(ms []rawjson.Member, key string) string {
 }
 
 // textOf joins the text parts of a content value ("\n" between parts), or
-// returns the string itself.
+// returns the string itself. raw is valid JSON: part of the message Decode
+// validated.
 func textOf(raw []byte) (text string, opaque bool) {
 	if rawjson.IsString(raw) {
 		s, _ := rawjson.Unquote(raw)
 		return s, false
 	}
-	parts, err := rawjson.Array(raw)
+	parts, err := rawjson.ArrayOfValid(raw)
 	if err != nil {
 		return "", false
 	}
@@ -186,7 +187,7 @@ func textOf(raw []byte) (text string, opaque bool) {
 	n := 0
 	var buf []rawjson.Member
 	for _, p := range parts {
-		ms, err := rawjson.AppendObject(buf[:0], p)
+		ms, err := rawjson.AppendObjectOfValid(buf[:0], p)
 		buf = ms
 		if err != nil {
 			opaque = true
@@ -242,7 +243,7 @@ func Decode(raw []byte, i int) Message {
 		}
 		add(Block{ID: id, Kind: User, Part: -1, Text: text})
 	case "assistant":
-		parts, err := rawjson.Array(content)
+		parts, err := rawjson.ArrayOfValid(content) // raw was valid as a whole
 		if err != nil {
 			break
 		}
@@ -253,7 +254,7 @@ func Decode(raw []byte, i int) Message {
 		m.API, m.Provider, m.Model = str(ms, "api"), str(ms, "provider"), str(ms, "model")
 		m.StopReason = str(ms, "stopReason")
 		for j, p := range parts {
-			pm, err := rawjson.Object(p)
+			pm, err := rawjson.ObjectOfValid(p)
 			if err != nil {
 				continue
 			}

@@ -60,6 +60,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
 type effectKind uint8
@@ -94,12 +95,20 @@ type effect struct {
 
 // parseEffect returns the effect of a tool call block.
 func parseEffect(b *block.Block) effect {
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(b.Args, &args); err != nil {
+	switch b.ToolName {
+	case "read", "edit", "write", "str_replace_editor", "bash", "execute_bash":
+	default:
+		return effect{} // no tool whose effect we know: its arguments do not matter
+	}
+	// The arguments' members, read in place; a repeated key means its last
+	// value, as a map decoded by encoding/json would hold.
+	ms, err := rawjson.Object(b.Args)
+	if err != nil {
 		return effect{} // not an object: not a shape we know
 	}
+	args := func(k string) ([]byte, bool) { return rawjson.Get(ms, k) }
 	strArg := func(k string) (string, bool) {
-		raw, ok := args[k]
+		raw, ok := args(k)
 		if !ok {
 			return "", false
 		}
@@ -110,7 +119,7 @@ func parseEffect(b *block.Block) effect {
 		return s, true
 	}
 	intArg := func(k string) (int, bool, bool) { // value, present, valid
-		raw, ok := args[k]
+		raw, ok := args(k)
 		if !ok || string(raw) == "null" {
 			return 0, false, true
 		}
@@ -164,7 +173,7 @@ func parseEffect(b *block.Block) effect {
 		switch cmd {
 		case "view":
 			ef := effect{kind: readEffect, path: path.Clean(p), start: 1, end: toEnd, subject: "view " + p}
-			if raw, ok := args["view_range"]; ok && string(raw) != "null" {
+			if raw, ok := args("view_range"); ok && string(raw) != "null" {
 				var r []int
 				if json.Unmarshal(raw, &r) != nil || len(r) != 2 || r[0] < 1 || (r[1] != -1 && r[1] < r[0]) {
 					return effect{}
@@ -187,7 +196,7 @@ func parseEffect(b *block.Block) effect {
 		if !ok || cmd == "" {
 			return effect{}
 		}
-		if in, ok := args["is_input"]; ok && string(in) != "false" && string(in) != `"false"` {
+		if in, ok := args("is_input"); ok && string(in) != "false" && string(in) != `"false"` {
 			return effect{} // input to a running process, not a command
 		}
 		ef := effect{kind: runEffect, run: b.ToolName + "\x00" + cmd}

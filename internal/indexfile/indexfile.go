@@ -16,6 +16,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -131,6 +133,102 @@ func (s *Store) Read() ([]Record, int, error) {
 	s.mu.Unlock()
 	rs, floor := Parse(data)
 	return rs, floor, nil
+}
+
+// Floor returns Read's sequence floor without decoding the records: what a
+// session needs at open.
+func (s *Store) Floor() (int, error) {
+	s.mu.Lock()
+	var data []byte
+	if s.path == "" {
+		data = bytes.Join(s.mem, nil)
+	} else {
+		var err error
+		data, err = os.ReadFile(s.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			s.mu.Unlock()
+			return 0, nil
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return 0, fmt.Errorf("seed index: %w", err)
+		}
+	}
+	s.mu.Unlock()
+	return ParseFloor(data), nil
+}
+
+// ParseFloor is Parse's floor alone. It reads each line's "seq" in place and
+// decodes a line with encoding/json only when the fast reading cannot be
+// sure to agree with it (keys in another case, a seq that is not a plain
+// integer, a kind that is not a string).
+func ParseFloor(data []byte) (floor int) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		seq, ok, sure := lineSeq(sc.Bytes())
+		if !sure {
+			var head struct {
+				Kind string `json:"kind"`
+				Seq  int    `json:"seq"`
+			}
+			ok = json.Unmarshal(sc.Bytes(), &head) == nil
+			seq = head.Seq
+		}
+		if ok {
+			floor = max(floor, seq)
+		}
+	}
+	return floor
+}
+
+// lineSeq reads what json.Unmarshal into {Kind string; Seq int} would:
+// the seq and whether the line decodes. sure is false when it cannot tell.
+func lineSeq(line []byte) (seq int, ok, sure bool) {
+	ms, err := rawjson.Object(line)
+	if err != nil {
+		return 0, false, false
+	}
+	for _, m := range ms {
+		switch m.Key {
+		case "seq":
+			if rawjson.IsNull(m.Value) {
+				continue
+			}
+			n, ok := plainInt(m.Value)
+			if !ok {
+				return 0, false, false
+			}
+			seq = n
+		case "kind":
+			if !rawjson.IsString(m.Value) && !rawjson.IsNull(m.Value) {
+				return 0, false, false
+			}
+		default:
+			if strings.EqualFold(m.Key, "seq") || strings.EqualFold(m.Key, "kind") {
+				return 0, false, false
+			}
+		}
+	}
+	return seq, true, true
+}
+
+// plainInt parses an integer literal (optional minus, digits) that fits an int.
+func plainInt(raw []byte) (int, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(raw))
+	return n, err == nil
 }
 
 // Parse reads seed-index lines: the effective records and the sequence floor.

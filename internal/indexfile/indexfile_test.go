@@ -3,6 +3,7 @@ package indexfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/seedindex"
@@ -44,5 +45,47 @@ func TestTolerantRead(t *testing.T) {
 	rs, floor, err := (&Store{path: p}).Read()
 	if err != nil || len(rs) != 1 || rs[0].Seq != 5 || floor != 5 {
 		t.Fatalf("%+v %d %v", rs, floor, err)
+	}
+}
+
+// TestParseFloorAgreesWithParse: the fast floor is Parse's on every kind of
+// line, tricky ones included.
+func TestParseFloorAgreesWithParse(t *testing.T) {
+	lines := []string{
+		`{"v":1,"kind":"fold-index","seq":3,"spans":[]}`,
+		`{"v":1,"kind":"fold-retract","seq":7}`,
+		`{"kind":"x","seq":12.0}`,
+		`{"kind":"x","seq":1e1}`,
+		`{"kind":"x","Seq":40}`,
+		`{"kind":"x","SEQ":41,"seq":2}`,
+		`{"kind":5,"seq":50}`,
+		`{"kind":null,"seq":9}`,
+		`{"kind":"x","seq":null}`,
+		`{"kind":"x","seq":"60"}`,
+		`{"kind":"x","seq":-4}`,
+		`{"kind":"x","seq":99999999999999999999}`,
+		`[1,2]`,
+		`not json`,
+		`{"kind":"x","seq":13`,
+		``,
+		`{"kind":"x","seq":8}` + "\r",
+		`{"kind":"x","ſeq":70}`,
+		`{"kinD":"x","seq":14}`,
+		`{"kinD":3,"seq":71}`,
+	}
+	for i := range lines {
+		for j := i; j <= len(lines); j++ {
+			data := []byte(strings.Join(lines[i:j], "\n"))
+			_, want := Parse(data)
+			if got := ParseFloor(data); got != want {
+				t.Fatalf("ParseFloor(%q) = %d, Parse floor %d", data, got, want)
+			}
+		}
+	}
+	for _, l := range lines {
+		_, want := Parse([]byte(l))
+		if got := ParseFloor([]byte(l)); got != want {
+			t.Errorf("ParseFloor(%q) = %d, want %d", l, got, want)
+		}
 	}
 }

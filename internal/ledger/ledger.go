@@ -156,7 +156,8 @@ func ReadFile(path string) (*Ledger, error) {
 // Parse parses a whole session file. The Ledger keeps data (its entries
 // alias it), so the caller must not modify data afterwards.
 func Parse(data []byte) (*Ledger, error) {
-	l := &Ledger{byID: make(map[string]int)}
+	lines := bytes.Count(data, []byte{'\n'}) + 1
+	l := &Ledger{byID: make(map[string]int, lines), entries: make([]Entry, 0, lines)}
 	if err := l.feed(data, 0); err != nil {
 		return nil, err
 	}
@@ -514,8 +515,8 @@ func (l *Ledger) Branch(leafID string) []Entry {
 	if !ok {
 		return nil
 	}
-	var path []Entry
-	visited := make(map[int]bool)
+	path := make([]Entry, 0, len(l.entries))
+	visited := make([]bool, len(l.entries))
 	for !visited[i] {
 		visited[i] = true
 		path = append(path, l.entries[i])

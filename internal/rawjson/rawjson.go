@@ -15,9 +15,12 @@
 package rawjson
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -177,13 +180,46 @@ var special = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
+
+// plainRun returns the first index at or after i whose byte is special (or,
+// with ascii, not ASCII), or len(b). Eight bytes are checked at a time.
+func plainRun(b []byte, i int, ascii bool) int {
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		q := w ^ ('"' * lo8)
+		s := w ^ ('\\' * lo8)
+		// A byte is zero in q or s, or below 0x20 in w, exactly where
+		// (x - 0x01..) & ^x & 0x80.. sets its high bit (for the < 0x20 test,
+		// bytes with the high bit set in w are ASCII-excluded by ^w).
+		m := ((q-lo8) & ^q | (s-lo8) & ^s | (w-0x20*lo8) & ^w) & hi8
+		if ascii {
+			m |= w & hi8
+		}
+		if m != 0 {
+			// Each test flags falsely only above a byte it flags truly, so
+			// the lowest flag is the first byte that needs a look.
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	t := &special
+	if ascii {
+		t = &unplain
+	}
+	for i < len(b) && !t[b[i]] {
+		i++
+	}
+	return i
+}
+
 func scanString(b []byte, i int) (int, error) {
 	start := i
 	i++
 	for {
-		for i < len(b) && !special[b[i]] {
-			i++
-		}
+		i = plainRun(b, i, false)
 		if i >= len(b) {
 			return i, errAt(start, "unterminated string")
 		}
@@ -315,9 +351,11 @@ func AppendObject(dst []Member, b []byte) ([]Member, error) {
 		if err != nil {
 			return dst, err
 		}
-		key, err := Unquote(b[ks:ke])
-		if err != nil {
-			return dst, err
+		key, ok := commonKey(b[ks+1 : ke-1])
+		if !ok {
+			if key, err = Unquote(b[ks:ke]); err != nil {
+				return dst, err
+			}
 		}
 		i = skipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
@@ -345,6 +383,22 @@ func AppendObject(dst []Member, b []byte) ([]Member, error) {
 		i = skipSpace(b, i+1)
 	}
 }
+
+// commonKey returns the keys of Pi's messages and session entries (and of
+// the engine's fold entries) without allocating them anew for every object:
+// a map index by string(b) does not allocate.
+func commonKey(b []byte) (string, bool) {
+	k, ok := commonKeys[string(b)]
+	return k, ok
+}
+
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"role", "content", "type", "text", "timestamp", "id", "parentId", "message", "toolCallId", "toolName", "isError", "name", "arguments", "usage", "api", "provider", "model", "stopReason", "responseId", "thinking", "thinkingSignature", "details", "input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost", "total", "customType", "data", "seq", "code", "digest", "kind", "v"} {
+		m[k] = k
+	}
+	return m
+}()
 
 // Array splits a JSON array into its raw elements, in order. Elements alias b.
 func Array(b []byte) ([][]byte, error) {
@@ -390,6 +444,147 @@ func ArraySpans(b []byte) ([][]byte, []int, error) {
 		}
 		i = skipSpace(b, i+1)
 	}
+}
+
+// The OfValid splitters are Object and Array for input already known to be
+// valid JSON: a value that Object, Array or Valid accepted (or part of
+// one). They do not validate it again; a string's end is found with
+// bytes.IndexByte, so long texts are skipped many bytes at a time. On
+// valid input they return exactly what Object and Array return; on invalid
+// input they return an error or unspecified members, never panic.
+
+// ObjectOfValid is Object for valid JSON.
+func ObjectOfValid(b []byte) ([]Member, error) {
+	return AppendObjectOfValid(make([]Member, 0, 12), b)
+}
+
+// AppendObjectOfValid is AppendObject for valid JSON.
+func AppendObjectOfValid(dst []Member, b []byte) ([]Member, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return dst, ErrNotObject
+	}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		if b[i] != '"' {
+			return dst, errAt(i, "expected object key")
+		}
+		ke := stringEnd(b, i)
+		if ke < 0 {
+			return dst, errAt(i, "unterminated string")
+		}
+		key, ok := commonKey(b[i+1 : ke-1])
+		if !ok {
+			var err error
+			if key, err = Unquote(b[i:ke]); err != nil {
+				return dst, err
+			}
+		}
+		i = skipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return dst, errAt(i, "expected ':'")
+		}
+		vs := skipSpace(b, i+1)
+		ve := valueEnd(b, vs)
+		if ve < 0 {
+			return dst, errAt(vs, "bad value")
+		}
+		dst = append(dst, Member{Key: key, Value: b[vs:ve:ve], Start: vs, End: ve})
+		i = skipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if i >= len(b) {
+		return dst, errAt(i, "unterminated object")
+	}
+	return dst, nil
+}
+
+// ArrayOfValid is Array for valid JSON.
+func ArrayOfValid(b []byte) ([][]byte, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, ErrNotArray
+	}
+	var out [][]byte
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != ']' {
+		ve := valueEnd(b, i)
+		if ve < 0 {
+			return nil, errAt(i, "bad value")
+		}
+		out = append(out, b[i:ve:ve])
+		i = skipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if i >= len(b) {
+		return nil, errAt(i, "unterminated array")
+	}
+	return out, nil
+}
+
+// stringEnd returns the offset just past the string literal at b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+}
+
+// valueEnd returns the offset just past the valid value at b[i], or -1.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = stringEnd(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	start := i
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
+			if i == start {
+				return -1 // no value here: never loop without progress
+			}
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // Get returns the raw value of the last member named key.
@@ -448,6 +643,15 @@ func Unquote(raw []byte) (string, error) {
 	var sb strings.Builder
 	sb.Grow(len(body))
 	for i := 0; i < len(body); {
+		// Copy the run of plain ASCII up to the next byte that needs a look.
+		j := plainRun(body, i, true)
+		if j > i {
+			sb.Write(body[i:j])
+			i = j
+			if i == len(body) {
+				break
+			}
+		}
 		c := body[i]
 		switch {
 		case c == '\\':
@@ -514,6 +718,16 @@ func Unquote(raw []byte) (string, error) {
 	}
 	return sb.String(), nil
 }
+
+// unplain marks the bytes Unquote's copy loop stops at: special's, and
+// every non-ASCII byte (decoded rune by rune).
+var unplain = func() (t [256]bool) {
+	t = special
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = true
+	}
+	return t
+}()
 
 func hasEscapeOrCtl(b []byte) bool {
 	for _, c := range b {

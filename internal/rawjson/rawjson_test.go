@@ -2,6 +2,9 @@ package rawjson
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -162,6 +165,74 @@ func FuzzRoundTrip(f *testing.F) {
 					t.Fatalf("element %q invalid", e)
 				}
 			}
+		}
+	})
+}
+
+// BenchmarkUnquote decodes a 20 KB tool output (newline escapes every line,
+// as JSON.stringify writes them).
+func BenchmarkUnquote(b *testing.B) {
+	var sb strings.Builder
+	for k := 0; sb.Len() < 20_000; k++ {
+		fmt.Fprintf(&sb, "toolu_1 line %d: the quick brown fox jumps over the lazy dog\t%d\n", k, k*17)
+	}
+	raw := Quote(nil, sb.String())
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := Unquote(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestPlainRunMatchesByteLoop checks the eight-bytes-at-a-time scan against
+// the byte loop at every offset of inputs full of edge bytes.
+func TestPlainRunMatchesByteLoop(t *testing.T) {
+	edge := []byte{0, 0x1f, 0x20, 0x21, '"', '#', '\\', ']', 0x7f, 0x80, 0xff, 'a', 'a', 'a', 'a', 'a'}
+	seed := uint32(1)
+	for n := 0; n < 2000; n++ {
+		b := make([]byte, n%70)
+		for k := range b {
+			seed = seed*1664525 + 1013904223
+			b[k] = edge[seed>>28]
+		}
+		for _, ascii := range []bool{false, true} {
+			tab := &special
+			if ascii {
+				tab = &unplain
+			}
+			for i := 0; i <= len(b); i++ {
+				want := i
+				for want < len(b) && !tab[b[want]] {
+					want++
+				}
+				if got := plainRun(b, i, ascii); got != want {
+					t.Fatalf("plainRun(%q, %d, %v) = %d, want %d", b, i, ascii, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzOfValid: on valid JSON the OfValid splitters return exactly what
+// Object and Array return; on anything else they do not panic.
+func FuzzOfValid(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"x\"}"}],"c":"\\"}`, `[1e5,-0.1,true,null,"]",{"k":[]}]`, ` { "role" : "user" , "content" : [ { "type":"text","text":"a\\\\\"b" } ] } `, `{}`, `[]`, `"s"`, `{"a":1`, `[}l`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mo, eo := Object(b)
+		mv, ev := ObjectOfValid(b)
+		ao, ea := Array(b)
+		av, eav := ArrayOfValid(b)
+		if !Valid(b) {
+			return
+		}
+		if (eo == nil) != (ev == nil) || eo == nil && !reflect.DeepEqual(mo, mv) {
+			t.Fatalf("ObjectOfValid(%q) = %v, %v; Object: %v, %v", b, mv, ev, mo, eo)
+		}
+		if (ea == nil) != (eav == nil) || ea == nil && !reflect.DeepEqual(ao, av) {
+			t.Fatalf("ArrayOfValid(%q) = %q, %v; Array: %q, %v", b, av, eav, ao, ea)
 		}
 	})
 }

@@ -45,8 +45,7 @@ func decodeEntries(raws []json.RawMessage) ([]engine.Entry, int) {
 	var tsOrder []string
 	tsLayers := map[int][]registry.Record{}
 	for _, raw := range raws {
-		var en engine.Entry
-		if err := json.Unmarshal(raw, &en); err == nil && en.V > 0 {
+		if en, err := decodeEntry(raw); err == nil && en.V > 0 {
 			out = append(out, en)
 			continue
 		}

@@ -209,6 +209,14 @@ type OpenParams struct {
 	// Entries are the data of every contextfold.fold custom entry in the
 	// session file, in file order.
 	Entries []json.RawMessage `json:"entries"`
+	// EntryIDs, instead of Entries, name those entries by their ids in Pi's
+	// session file, which the engine then reads itself (the adapter need
+	// not send their bytes). It does only if SessionFile is of format
+	// FileVersion and holds exactly these contextfold.fold entries, in this
+	// order; otherwise it replays nothing and the result says so
+	// (EntriesFromFile false), and the adapter opens again with Entries.
+	EntryIDs    []string `json:"entryIds,omitempty"`
+	FileVersion int      `json:"fileVersion,omitempty"`
 	// Env holds the CONTEXTFOLD_* environment; AgentDir locates the saved
 	// settings file (<agentDir>/context-fold.json).
 	Env      map[string]string `json:"env,omitempty"`
@@ -225,6 +233,9 @@ type OpenResult struct {
 	IndexPath string          `json:"indexPath,omitempty"`
 	Warnings  []string        `json:"warnings,omitempty"`
 	Config    []config.Value  `json:"config"`
+	// EntriesFromFile: the entries named by EntryIDs were read from the
+	// session file and replayed.
+	EntriesFromFile bool `json:"entriesFromFile,omitempty"`
 }
 
 func (s *Service) open(p OpenParams) (*OpenResult, error) {
@@ -241,7 +252,11 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		thinking:   newThinkingLog(),
 	}
 	res := &OpenResult{IndexPath: ss.index.Path(), Warnings: conf.Warnings, Config: conf.Values}
-	entries, bad := decodeEntries(p.Entries)
+	raws := p.Entries
+	if p.EntryIDs != nil {
+		raws, res.EntriesFromFile = s.entriesFromFile(ss, p.EntryIDs, p.FileVersion)
+	}
+	entries, bad := decodeEntries(raws)
 	res.Skipped += bad
 	skipped, err := ss.eng.Replay(entries)
 	res.Skipped += skipped
@@ -254,7 +269,7 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	if err != nil {
 		res.Warnings = append(res.Warnings, err.Error())
 	}
-	if _, floor, err := ss.index.Read(); err != nil {
+	if floor, err := ss.index.Floor(); err != nil {
 		res.Warnings = append(res.Warnings, err.Error())
 	} else {
 		ss.eng.EnsureSeqAtLeast(floor)
@@ -274,12 +289,75 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	return res, nil
 }
 
+// entriesFromFile returns the data of the session file's contextfold.fold
+// entries if their ids are exactly ids and the file is of format version.
+func (s *Service) entriesFromFile(ss *session, ids []string, version int) ([]json.RawMessage, bool) {
+	if ss.file == "" {
+		return nil, false
+	}
+	led, err := s.ledgerFor(ss, nil)
+	if err != nil || led.Version() != version {
+		return nil, false
+	}
+	cs := led.Custom(CustomType)
+	if len(cs) != len(ids) {
+		return nil, false
+	}
+	out := make([]json.RawMessage, len(cs))
+	for i, e := range cs {
+		if e.ID != ids[i] || e.Data == nil {
+			return nil, false
+		}
+		out[i] = e.Data
+	}
+	return out, true
+}
+
+// errStaleFile answers a turn whose File names messages the session file
+// does not hold (yet, or in another format): the adapter sends them instead.
+var errStaleFile = &protocol.Error{Code: "stale_file", Message: "the session file does not hold the messages named"}
+
+// fromFile returns the turn's appended messages with those named by File
+// read from the session file: File[i] is message Keep+i's entry id, or nil
+// where that message is the next one of Append; Append's rest follows.
+func (s *Service) fromFile(ss *session, p TurnParams) ([][]byte, error) {
+	if ss.file == "" {
+		return nil, errStaleFile
+	}
+	led, err := s.ledgerFor(ss, nil)
+	if err != nil || led.Version() != p.FileVersion {
+		return nil, errStaleFile
+	}
+	out := make([][]byte, 0, len(p.File)+len(p.Append))
+	next := 0
+	for _, id := range p.File {
+		if id == nil {
+			if next >= len(p.Append) {
+				return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: "turn: file names more inline messages than append holds"}
+			}
+			out = append(out, p.Append[next])
+			next++
+			continue
+		}
+		e, ok := led.Entry(*id)
+		if !ok || e.Type != "message" || len(e.Message) == 0 || e.Message[0] != '{' {
+			return nil, errStaleFile
+		}
+		out = append(out, e.Message)
+	}
+	return append(out, p.Append[next:]...), nil
+}
+
 // TurnParams are one request's delta.
 type TurnParams struct {
-	Keep     int
-	Append   [][]byte
-	Window   int
-	Reported int
+	Keep int
+	// File names messages in Pi's session file of format FileVersion by
+	// their entry ids (see fromFile); nil entries are Append's.
+	File        []*string
+	FileVersion int
+	Append      [][]byte
+	Window      int
+	Reported    int
 	// Model is the model the request goes to (Pi's ctx.model).
 	Model wire.Model
 	// Full asks for every placement and layer (after an adapter restart).
@@ -303,7 +381,7 @@ func parseTurn(params []byte) (TurnParams, error) {
 			if rawjson.IsNull(m.Value) {
 				continue
 			}
-			els, err := rawjson.Array(m.Value)
+			els, err := rawjson.ArrayOfValid(m.Value) // Object validated params whole
 			if err != nil {
 				return p, fmt.Errorf("append: %w", err)
 			}
@@ -322,6 +400,27 @@ func parseTurn(params []byte) (TurnParams, error) {
 				err = json.Unmarshal(m.Value, &f)
 				p.Reported = int(f)
 			}
+		case "file":
+			if rawjson.IsNull(m.Value) {
+				continue
+			}
+			els, err := rawjson.Array(m.Value)
+			if err != nil {
+				return p, fmt.Errorf("file: %w", err)
+			}
+			p.File = make([]*string, len(els))
+			for i, el := range els {
+				if rawjson.IsNull(el) {
+					continue
+				}
+				id, err := rawjson.Unquote(el)
+				if err != nil {
+					return p, fmt.Errorf("file: %w", err)
+				}
+				p.File[i] = &id
+			}
+		case "fileVersion":
+			err = json.Unmarshal(m.Value, &p.FileVersion)
 		case "full":
 			p.Full = rawjson.Bool(m.Value)
 		case "compaction":
@@ -338,8 +437,9 @@ func parseTurn(params []byte) (TurnParams, error) {
 }
 
 // TurnResult is what the adapter applies. Placements and Layers are sent
-// only when they changed since the last result (or Full was asked);
-// Placements nil means "unchanged".
+// only when they changed since the last result (or Full was asked: then
+// every placement, and every layer unless this is the session's first turn,
+// whose open result carried them); Placements nil means "unchanged".
 type TurnResult struct {
 	Len        int             `json:"len"`
 	Version    int             `json:"version"`
@@ -371,6 +471,13 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	}()
 	if p.Keep > ss.eng.Len() {
 		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: fmt.Sprintf("keep %d exceeds the %d messages held; resend from 0", p.Keep, ss.eng.Len())}
+	}
+	if p.File != nil {
+		msgs, err := s.fromFile(ss, p)
+		if err != nil {
+			return nil, err
+		}
+		p.Append, p.File = msgs, nil
 	}
 	ss.thinking.observe(p.Append)
 	if p.Model.Known() {
@@ -414,8 +521,11 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	}
 	// Derived from the layers, so replayed folds count as much as new ones.
 	ss.tm.MaskedNow = foldsOf(ss).masked
+	// A full turn resends every layer, except the first after open: open's
+	// result carried them all.
+	resend := p.Full && ss.turns > 1
 	for _, l := range ss.eng.Layers() {
-		if p.Full || !ss.sentLayers[l.Seq] {
+		if resend || !ss.sentLayers[l.Seq] {
 			out.Layers = append(out.Layers, l)
 			ss.sentLayers[l.Seq] = true
 		}

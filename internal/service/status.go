@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/config"
@@ -84,16 +85,193 @@ func (s *Service) seedActivity(ss *session) {
 		if e.Type != "message" || e.Message == nil {
 			continue
 		}
-		var m struct {
-			Role, Provider, Model, StopReason string
-			Timestamp                         float64
-			Usage                             *telemetry.Usage
-		}
-		if json.Unmarshal(e.Message, &m) != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
+		m, err := readActivity(e.Message)
+		if err != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
 			continue
 		}
 		ss.tm.Activity(m.Provider, m.Model, int64(m.Timestamp), m.Usage.Prompt())
 	}
+}
+
+// activity is what seedActivity reads from a message.
+type activity struct {
+	Role, Provider, Model, StopReason string
+	Timestamp                         float64
+	Usage                             *telemetry.Usage
+}
+
+// readActivity decodes a message as json.Unmarshal into activity does. It
+// reads the few members it needs in place (a resumed session has thousands
+// of messages, most of their bytes tool output) and leaves the message to
+// encoding/json whenever that reading might not agree: keys in another case
+// or repeated, values of another type, strings with escapes or non-ASCII.
+// raw must be valid JSON (the ledger validated every line it holds).
+func readActivity(raw []byte) (activity, error) {
+	if a, ok := fastActivity(raw); ok {
+		return a, nil
+	}
+	var a activity
+	err := json.Unmarshal(raw, &a)
+	return a, err
+}
+
+func fastActivity(raw []byte) (a activity, ok bool) {
+	ms, err := rawjson.ObjectOfValid(raw)
+	if err != nil {
+		return a, false
+	}
+	seen := 0
+	for _, m := range ms {
+		var bit int
+		var dst *string
+		switch m.Key {
+		case "role":
+			bit, dst = 1, &a.Role
+		case "provider":
+			bit, dst = 2, &a.Provider
+		case "model":
+			bit, dst = 4, &a.Model
+		case "stopReason":
+			bit, dst = 8, &a.StopReason
+		case "timestamp":
+			bit = 16
+		case "usage":
+			bit = 32
+		default:
+			if foldsTo(m.Key, "role", "provider", "model", "stopreason", "timestamp", "usage") {
+				return a, false
+			}
+			continue
+		}
+		if seen&bit != 0 {
+			return a, false
+		}
+		seen |= bit
+		switch {
+		case rawjson.IsNull(m.Value):
+		case dst != nil:
+			if *dst, ok = plainString(m.Value); !ok {
+				return a, false
+			}
+		case bit == 16:
+			if !isNumber(m.Value) {
+				return a, false
+			}
+			if a.Timestamp, err = strconv.ParseFloat(string(m.Value), 64); err != nil {
+				return a, false
+			}
+		default:
+			if a.Usage, ok = fastUsage(m.Value); !ok {
+				return a, false
+			}
+		}
+	}
+	return a, true
+}
+
+func fastUsage(raw []byte) (*telemetry.Usage, bool) {
+	ms, err := rawjson.ObjectOfValid(raw)
+	if err != nil {
+		return nil, false
+	}
+	u := &telemetry.Usage{}
+	seen := 0
+	for _, m := range ms {
+		var bit int
+		var n *int
+		var str *string
+		switch m.Key {
+		case "input":
+			bit, n = 1, &u.Input
+		case "output":
+			bit, n = 2, &u.Output
+		case "cacheRead":
+			bit, n = 4, &u.CacheRead
+		case "cacheWrite":
+			bit, n = 8, &u.CacheWrite
+		case "provider":
+			bit, str = 16, &u.Provider
+		case "model":
+			bit, str = 32, &u.Model
+		case "stopReason":
+			bit, str = 64, &u.Stop
+		case "at":
+			bit = 128
+		default:
+			if foldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "provider", "model", "stopreason", "at") {
+				return nil, false
+			}
+			continue
+		}
+		if seen&bit != 0 {
+			return nil, false
+		}
+		seen |= bit
+		if rawjson.IsNull(m.Value) {
+			continue
+		}
+		var ok bool
+		switch {
+		case n != nil:
+			*n, ok = plainInt(m.Value)
+		case str != nil:
+			*str, ok = plainString(m.Value)
+		default:
+			var at int
+			at, ok = plainInt(m.Value)
+			u.At = int64(at)
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return u, true
+}
+
+// foldsTo reports whether key equals one of names (lower case) ignoring case.
+func foldsTo(key string, names ...string) bool {
+	for _, n := range names {
+		if strings.EqualFold(key, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainString decodes a string literal of printable ASCII without escapes.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return "", false
+		}
+	}
+	return string(body), true
+}
+
+// plainInt parses an integer literal (optional minus, at most 18 digits).
+func plainInt(raw []byte) (int, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(raw))
+	return n, err == nil
+}
+
+func isNumber(raw []byte) bool {
+	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
 }
 
 // Status is the state shown by /context-fold status and the footer.

@@ -24,6 +24,19 @@ const BlockOverhead = 4
 func Units(s string) int {
 	n := 0
 	for i := 0; i < len(s); {
+		// Eight ASCII bytes at a time: one unit each.
+		for i+8 <= len(s) {
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if w&0x8080808080808080 != 0 {
+				break
+			}
+			n += 8
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			n++

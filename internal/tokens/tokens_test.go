@@ -120,3 +120,31 @@ func TestSafeSuffix(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitsWordAtATime: the eight-byte ASCII path counts as the byte loop
+// does, at every offset and length around non-ASCII and WTF-8 bytes.
+func TestUnitsWordAtATime(t *testing.T) {
+	slow := func(s string) int {
+		n := 0
+		for _, r := range s {
+			if r >= 0x10000 {
+				n++
+			}
+			n++
+		}
+		return n
+	}
+	for _, base := range []string{"é", "😀", "\xff", "日本"} {
+		for pre := 0; pre < 20; pre++ {
+			for post := 0; post < 12; post++ {
+				s := strings.Repeat("a", pre) + base + strings.Repeat("b", post)
+				if got, want := Units(s), slow(s); got != want {
+					t.Fatalf("Units(%q) = %d, want %d", s, got, want)
+				}
+			}
+		}
+	}
+	if got := Units("abcdefgh\xed\xa0\x80ijklmnop"); got != 17 {
+		t.Errorf("lone surrogate after a word: %d units, want 17", got)
+	}
+}

@@ -60,6 +60,8 @@ function knobEnv(): Record<string, string> {
 export class Session {
 	private engine: Engine | null = null;
 	private opening: Promise<void> | null = null;
+	/** The preload after open, until it settles (see preload). */
+	private preloading: Promise<void> | null = null;
 	private tracker = new Tracker();
 	private layers = new Map<number, Layer>();
 	private placements: Placement[] = [];
@@ -173,6 +175,7 @@ export class Session {
 		});
 		this.engine = engine;
 		this.opened = false;
+		this.preloading = null;
 		this.needFull = true;
 		this.tracker.reset();
 		const sm = ctx.sessionManager;
@@ -197,7 +200,10 @@ export class Session {
 			this.layers.clear();
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
-			if (this.engine === engine) this.opened = true;
+			if (this.engine === engine) {
+				this.opened = true;
+				this.preloading = this.preload(ctx, engine);
+			}
 			if (early) this.diag(early);
 		})();
 		this.opening.catch((e) => {
@@ -207,6 +213,32 @@ export class Session {
 			else if (!this.off) this.warn("open", `engine start failed: ${e.message}${printed}`);
 		});
 		return this.opening;
+	}
+
+	/**
+	 * Hands the engine, right after open, the context Pi builds from its
+	 * session file, named by entry ids: the engine decodes it, and digests
+	 * ahead, while the user types. The first request then sends only what
+	 * differs from it, found by the Tracker as on every request. Any failure
+	 * leaves the full send of the first request in place.
+	 */
+	private async preload(ctx: ExtensionContext, engine: Engine): Promise<void> {
+		try {
+			const sm = ctx.sessionManager as any;
+			const proj = sm.buildSessionProjection?.();
+			const msgs = proj?.messages;
+			if (!Array.isArray(msgs) || msgs.length === 0) return;
+			const file = fileRefs(sm, msgs, proj);
+			if (!file) return;
+			const res = await engine.requestRaw("preload", turnParams(msgs, 0, {}, file), TURN_TIMEOUT());
+			if (this.engine !== engine || !this.needFull || res?.len !== msgs.length) return;
+			this.tracker.commit(msgs, 0);
+			this.needFull = false;
+		} catch {
+			// The first request sends everything, as without a preload.
+		} finally {
+			if (this.engine === engine) this.preloading = null;
+		}
 	}
 
 	/** Requests the engine makes of the adapter. */
@@ -242,9 +274,14 @@ export class Session {
 	/** The context_with_system pass: delta out, substitutions in. */
 	async onContext(messages: any[], ctx: ExtensionContext): Promise<void> {
 		this.ctx = ctx;
-		const keep = this.needFull ? 0 : this.tracker.prefix(messages);
+		let keep = this.needFull ? 0 : this.tracker.prefix(messages);
 		try {
 			const engine = await this.live(ctx);
+			if (this.preloading) {
+				await this.preloading;
+				this.preloading = null;
+				keep = this.needFull ? 0 : this.tracker.prefix(messages);
+			}
 			const usage = ctx.getContextUsage();
 			if (this.needFull) this.sentCompaction = null;
 			const compaction = this.host.compaction() ?? null;
@@ -259,7 +296,7 @@ export class Session {
 			};
 			// A full send names the messages Pi's session file holds instead of
 			// sending them; if the engine cannot read them there, they are sent.
-			const file = this.needFull ? fileRefs(ctx.sessionManager, messages) : null;
+			const file = this.needFull || keep === 0 ? fileRefs(ctx.sessionManager, messages) : null;
 			let res = file ? await engine.requestRaw("turn", turnParams(messages, 0, extra, file), TURN_TIMEOUT()).catch((e) => (e?.code === "stale_file" ? null : Promise.reject(e))) : null;
 			if (res?.len !== messages.length) res = await engine.requestRaw("turn", turnParams(messages, this.needFull ? 0 : keep, extra), TURN_TIMEOUT());
 			this.sentCompaction = compactionJSON;
@@ -304,6 +341,7 @@ export class Session {
 		this.engine?.close();
 		this.engine = null;
 		this.opening = null;
+		this.preloading = null;
 	}
 
 	/** Asks the engine with the context of the latest hook. */

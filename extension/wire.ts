@@ -101,11 +101,14 @@ export interface FileRefs {
 	version: unknown;
 }
 
+/** The part of Pi's SessionProjection that fileRefs reads. */
+type Projection = { entries: { sourceEntry: any; messages: unknown[] }[] };
+
 /** What fileRefs needs of Pi's session manager (ReadonlySessionManager). */
 interface Projecting {
 	getSessionFile(): string | undefined;
 	getHeader?(): { version?: unknown } | null;
-	buildSessionProjection?(): { entries: { sourceEntry: any; messages: unknown[] }[] };
+	buildSessionProjection?(): Projection;
 }
 
 /**
@@ -118,13 +121,13 @@ interface Projecting {
  * engine reads exactly what turnParams would have sent. Null when nothing
  * is to be gained (no file, no projection, nothing matches).
  */
-export function fileRefs(sm: Projecting, msgs: readonly unknown[]): FileRefs | null {
-	let proj: ReturnType<NonNullable<Projecting["buildSessionProjection"]>> | undefined;
+export function fileRefs(sm: Projecting, msgs: readonly unknown[], projection?: Projection): FileRefs | null {
+	let proj: Projection | undefined;
 	let version: unknown;
 	try {
 		if (!sm.getSessionFile() || !sm.buildSessionProjection) return null;
 		version = sm.getHeader?.()?.version;
-		proj = sm.buildSessionProjection();
+		proj = projection ?? sm.buildSessionProjection();
 	} catch {
 		return null;
 	}

@@ -226,6 +226,8 @@ function cpuOf(pid: number | undefined): number {
  * the messages Pi builds from the file (their clone not timed).
  */
 async function resume(p: Pi, label: string, built: { file: string; dir: string }, window: number, reps: number, mark: (on: boolean) => Promise<void>) {
+	const typed: number[] = [];
+	for (let r = 0; r < reps; r++) typed.push(await typedFirst(p, built, window));
 	const added: number[] = [];
 	const starts: number[] = [];
 	const firsts: number[] = [];
@@ -261,8 +263,37 @@ async function resume(p: Pi, label: string, built: { file: string; dir: string }
 		s.close();
 		rmSync(copy, { recursive: true, force: true });
 	}
-	return { added: stats(added), start_p50_ms: ms(pct(starts, 50)), first_p50_ms: ms(pct(firsts, 50)), cpu_p50_ms: { node: ms(pct(nodeCpu, 50)), engine: ms(pct(engineCpu, 50)) }, foldedInFirstRequest: folded };
+	return { added: stats(added), typedFirst: stats(typed), start_p50_ms: ms(pct(starts, 50)), first_p50_ms: ms(pct(firsts, 50)), cpu_p50_ms: { node: ms(pct(nodeCpu, 50)), engine: ms(pct(engineCpu, 50)) }, foldedInFirstRequest: folded, foldedInTypedFirst: typedFolded };
 }
+
+/** What the user types in after `pi -c` opens the session, before the first request. */
+const TYPING_MS = 1000;
+
+/**
+ * The interactive resume: Session.start at session_start, the user's first
+ * message TYPING_MS later, and its request (the session's messages plus
+ * that message). One sample: the first onContext alone.
+ */
+async function typedFirst(p: Pi, built: { file: string; dir: string }, window: number): Promise<number> {
+	const copy = mkdtempSync(join(tmpdir(), "cf-bench-res-"));
+	cpSync(built.dir, copy, { recursive: true });
+	const sm = p.SessionManager.open(join(copy, built.file.slice(built.dir.length + 1)), copy);
+	const ctx = piCtx(p, sm, window);
+	const s = new Session(piHost(sm));
+	await s.start(ctx);
+	await sleep(TYPING_MS);
+	sm.appendMessage({ role: "user", content: [{ type: "text", text: "go on with the next failing test" }], timestamp: Date.now() });
+	const msgs = structuredClone(sm.buildSessionContext().messages);
+	const t0 = now();
+	await s.onContext(msgs, ctx);
+	const t = now() - t0;
+	s.close();
+	rmSync(copy, { recursive: true, force: true });
+	typedFolded = msgs.filter((m: any) => m.role === "toolResult" && /^\{#[0-9a-z]{6} FOLDED\}/.test(m.content?.[0]?.text ?? "")).length;
+	return t;
+}
+/** Blocks folded in the last typedFirst request (the same as in the back-to-back one, or the preload lost folds). */
+let typedFolded = 0;
 
 // Cold start: spawn, hello, open.
 if (want("coldStart")) {

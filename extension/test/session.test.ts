@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -194,7 +194,10 @@ class FileSessionManager {
 	getSessionDir = () => this.dir;
 	getEntries = () => this.entries;
 	getHeader = () => ({ type: "session", version: 3 });
-	buildSessionProjection = () => ({ entries: this.entries.filter((e) => e.type === "message").map((e) => ({ sourceEntry: e, messages: [e.message] })) });
+	buildSessionProjection = () => {
+		const entries = this.entries.filter((e) => e.type === "message").map((e) => ({ sourceEntry: e, messages: [e.message] }));
+		return { entries, messages: entries.map((e) => e.messages[0]) };
+	};
 	messages = () => this.entries.filter((e) => e.type === "message").map((e) => e.message);
 }
 
@@ -221,11 +224,12 @@ test("a resume reads the fold entries and the messages from the session file, wi
 		sent.push({ method, bytes: params.length });
 		return raw.call(this, method, params, t);
 	};
-	const resumed = async (sm: any) => {
+	const resumed = async (sm: any, typed?: any) => {
 		sent.length = 0;
 		const r = new Session(hostFor(sm));
 		const ctx = ctxFor(sm);
 		await r.start(ctx);
+		if (typed) sm.appendMessage(typed);
 		const req = structuredClone(sm.messages());
 		await r.onContext(req, ctx);
 		r.close();
@@ -239,9 +243,29 @@ test("a resume reads the fold entries and the messages from the session file, wi
 		assert.ok(folded(byFile.req) > 10, "folds apply after the resume");
 		assert.equal(JSON.stringify(byFile.req), JSON.stringify(bySend.req), "the same request either way");
 		const total = JSON.stringify(msgs).length;
-		assert.deepEqual(byFile.sent.map((x) => x.method), ["open", "turn"], "no resend");
+		assert.deepEqual(byFile.sent.map((x) => x.method), ["open", "preload", "turn"], "no resend");
 		for (const x of byFile.sent) assert.ok(x.bytes < total / 10, `${x.method} sent ${x.bytes} bytes of a ${total}-byte session`);
+		assert.deepEqual(bySend.sent.map((x) => x.method), ["open", "turn"], "no preload without a file");
 		assert.ok(bySend.sent[1].bytes > total, "without a file everything is sent");
+
+		// The user's next message after the resume: the preload holds the
+		// rest, so the first request sends that message alone, and folds the
+		// same as a resend of everything.
+		const typed = { role: "user", content: [{ type: "text", text: "go on" }], timestamp: 99_999 };
+		// Each on its own copy: a resumed session appends to its file.
+		const copy = () => {
+			const f = join(mkdtempSync(join(tmpdir(), "cf-resume-")), "session.jsonl");
+			copyFileSync(file, f);
+			return FileSessionManager.open(f, dir);
+		};
+		const next = await resumed(copy(), typed);
+		const whole = copy();
+		whole.getSessionFile = () => undefined as any;
+		const wholeSent = await resumed(whole, typed);
+		assert.equal(next.req.length, msgs.length + 1);
+		assert.ok(JSON.stringify(next.req) === JSON.stringify(wholeSent.req), "the same request as a full send");
+		assert.deepEqual(next.sent.map((x) => x.method), ["open", "preload", "turn"]);
+		assert.ok(next.sent[2].bytes < 2000, `the first request sent ${next.sent[2].bytes} bytes: only the new message`);
 	} finally {
 		proto.requestRaw = raw;
 	}

@@ -163,3 +163,72 @@ func TestOpenAndTurnFromTheSessionFile(t *testing.T) {
 		t.Errorf("full turn after refused ones:\n got %+v\nwant %+v", tr, want)
 	}
 }
+
+// TestPreloadThenDelta: a preload of the messages the session file holds,
+// followed by a turn that sends only the newest message, answers exactly as
+// one full turn of them all; the preload itself folds and places nothing.
+func TestPreloadThenDelta(t *testing.T) {
+	msgs := messages(30, "")
+	file, ids, _, entries := foldedSession(t, msgs)
+	dir := filepath.Dir(file)
+	open := func() *protocol.Conn {
+		t.Helper()
+		c, _ := start(t)
+		if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionFile: file, SessionDir: dir, Entries: entries}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := open()
+	var want TurnResult
+	if err := call(t, c, "turn", map[string]any{"keep": 0, "full": true, "window": 16000, "append": msgs}, &want); err != nil {
+		t.Fatal(err)
+	}
+	if want.Placements == nil || len(*want.Placements) == 0 {
+		t.Fatal("setup: the resumed request places nothing")
+	}
+
+	for name, pre := range map[string]map[string]any{
+		"by id":     {"file": ids[:len(ids)-1], "fileVersion": 3, "append": []json.RawMessage{}},
+		"with hole": {"file": append([]any{nil}, anys(ids[1:len(ids)-1])...), "fileVersion": 3, "append": msgs[:1]},
+		"inline":    {"append": msgs[:len(msgs)-1]},
+	} {
+		c := open()
+		pre["keep"] = 0
+		var pr PreloadResult
+		if err := call(t, c, "preload", pre, &pr); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if pr.Len != len(msgs)-1 {
+			t.Fatalf("%s: preload holds %d messages, want %d", name, pr.Len, len(msgs)-1)
+		}
+		var got TurnResult
+		if err := call(t, c, "turn", map[string]any{"keep": len(msgs) - 1, "window": 16000, "append": msgs[len(msgs)-1:]}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: turn after preload:\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+
+	// Refused: keep ≠ 0, before open, messages the file does not hold.
+	var pe *protocol.Error
+	if err := call(t, open(), "preload", map[string]any{"keep": 1, "append": msgs}, nil); !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Errorf("preload keep 1: err %v, want bad_request", err)
+	}
+	c0, _ := start(t)
+	if err := call(t, c0, "preload", map[string]any{"keep": 0, "append": msgs}, nil); err == nil {
+		t.Error("preload before open: no error")
+	}
+	if err := call(t, open(), "preload", map[string]any{"keep": 0, "file": []string{"e9999999"}, "fileVersion": 3, "append": []json.RawMessage{}}, nil); !errors.As(err, &pe) || pe.Code != "stale_file" {
+		t.Errorf("preload of an unknown entry: err %v, want stale_file", err)
+	}
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

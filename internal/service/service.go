@@ -117,6 +117,12 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 			return nil, badRequest(method, err)
 		}
 		return s.turn(ctx, p)
+	case "preload":
+		p, err := parseTurn(params)
+		if err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.preload(p)
 	case "usage":
 		var u telemetry.Usage
 		if err := json.Unmarshal(params, &u); err != nil {
@@ -346,6 +352,39 @@ func (s *Service) fromFile(ss *session, p TurnParams) ([][]byte, error) {
 		out = append(out, e.Message)
 	}
 	return append(out, p.Append[next:]...), nil
+}
+
+// PreloadResult says how many messages the engine now holds.
+type PreloadResult struct {
+	Len int `json:"len"`
+}
+
+// preload takes the messages the next request is expected to carry (after a
+// resume: the context Pi builds from its session file) without running the
+// pipeline: nothing folds and nothing is placed. The adapter sends it right
+// after open, so the decoding happens while the user types, and digests are
+// prepared in the idle time after it; the first request then sends only
+// what differs from it. Only Keep 0 is accepted: it replaces what is held.
+func (s *Service) preload(p TurnParams) (*PreloadResult, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	if p.Keep != 0 {
+		return nil, &protocol.Error{Code: protocol.CodeBadRequest, Message: "preload: keep must be 0"}
+	}
+	if p.File != nil {
+		msgs, err := s.fromFile(ss, p)
+		if err != nil {
+			return nil, err
+		}
+		p.Append = msgs
+	}
+	start := s.now()
+	ss.eng.Sync(0, p.Append)
+	ss.thinking.observe(p.Append)
+	s.log.Debug("preload", "messages", ss.eng.Len(), "took", s.now().Sub(start))
+	return &PreloadResult{Len: ss.eng.Len()}, nil
 }
 
 // TurnParams are one request's delta.

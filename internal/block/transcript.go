@@ -77,8 +77,14 @@ func (t *Transcript) Truncate(n int) {
 
 // Append decodes raw as the next message and links its blocks.
 func (t *Transcript) Append(raw []byte) *Message {
+	return t.AppendDecoded(Decode(raw, len(t.msgs)))
+}
+
+// AppendDecoded links m, which Decode returned for message index Len(),
+// as the next message. Decoding is pure, so callers may decode many
+// messages concurrently and link them in order.
+func (t *Transcript) AppendDecoded(m Message) *Message {
 	i := len(t.msgs)
-	m := Decode(raw, i)
 	turn := 0
 	if i > 0 {
 		turn = t.turns[i-1]

@@ -24,6 +24,7 @@ import (
 	"github.com/contextfold/contextfold/internal/apply"
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/parallel"
 	"github.com/contextfold/contextfold/internal/policy"
 	"github.com/contextfold/contextfold/internal/registry"
 	"github.com/contextfold/contextfold/internal/risk"
@@ -354,12 +355,39 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 		e.version++
 		e.reindex()
 	}
-	for _, raw := range msgs {
-		e.tr.Append(raw)
-		for _, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
+	// Decoding, and hashing the blocks that come back frozen, is per message
+	// and pure: spread over the cores (a resume appends thousands at once),
+	// then linked in order.
+	base := e.tr.Len()
+	decoded := make([]block.Message, len(msgs))
+	sums := make([][]string, len(msgs))
+	parallel.For(len(msgs), 64, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			decoded[k] = block.Decode(msgs[k], base+k)
+			for j, b := range decoded[k].Blocks {
+				if _, ok := e.frozen[b.ID]; ok && b.Foldable() {
+					if sums[k] == nil {
+						sums[k] = make([]string, len(decoded[k].Blocks))
+					}
+					sums[k][j] = registry.Sum(b.Text)
+				}
+			}
+		}
+	})
+	for k := range msgs {
+		pre := decoded[k].Blocks
+		e.tr.AppendDecoded(decoded[k])
+		for j, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
 			m := meta{}
 			if f, ok := e.frozen[b.ID]; ok && b.Foldable() {
-				if rec, _ := e.reg.Get(b.ID); rec != nil && rec.SHA256 != "" && registry.Sum(b.Text) != rec.SHA256 {
+				sum := ""
+				if sums[k] != nil && pre[j].ID == b.ID {
+					sum = sums[k][j]
+				}
+				if sum == "" {
+					sum = registry.Sum(b.Text)
+				}
+				if rec, _ := e.reg.Get(b.ID); rec != nil && rec.SHA256 != "" && sum != rec.SHA256 {
 					// The block's content changed after it folded (a context_edit,
 					// another extension's rewrite): the frozen digest describes other
 					// bytes, so the new content goes out raw and is never refolded
@@ -392,6 +420,7 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	var dec policy.Decision
 	var over []oversized // first-delivery results too large to send whole (oversize.go)
 	if !req.Paused {
+		e.prefetch()
 		over = e.oversize(&view)
 		dec = e.cfg.Policy.Conduct(&view)
 	}
@@ -548,15 +577,48 @@ const ReplyMargin = 2048
 // that first needs it (the first fold, or the first request after a resume).
 func (e *Engine) Prepare(max int) bool {
 	blocks := e.tr.Blocks()
-	for ; e.prepared < len(blocks) && max > 0; e.prepared++ {
-		b := &blocks[e.prepared]
-		if !b.Foldable() || !block.Durable(b.ID) || e.meta[e.prepared].done || e.meta[e.prepared].frozen != nil {
-			continue
+	var ks []int
+	for ; e.prepared < len(blocks) && len(ks) < max; e.prepared++ {
+		if e.unprepared(e.prepared) {
+			ks = append(ks, e.prepared)
 		}
-		e.ensureMeta(e.prepared)
-		max--
 	}
+	e.metaOf(ks)
 	return e.prepared < len(blocks)
+}
+
+// unprepared reports whether block k may fold and has no digest yet.
+func (e *Engine) unprepared(k int) bool {
+	b := &e.tr.Blocks()[k]
+	return b.Foldable() && block.Durable(b.ID) && !e.meta[k].done && e.meta[k].frozen == nil
+}
+
+// metaOf computes the digests of blocks ks concurrently: each is a pure
+// function of its block and its source, written to its own meta.
+func (e *Engine) metaOf(ks []int) {
+	parallel.For(len(ks), 4, func(lo, hi int) {
+		for _, k := range ks[lo:hi] {
+			e.ensureMeta(k)
+		}
+	})
+}
+
+// prefetchMin is how many blocks without a digest make Step compute them
+// all at once, over the cores, before the policy asks for them one by one:
+// the first request of a resumed session that never folded, or one that
+// arrives before Prepare has caught up.
+const prefetchMin = 32
+
+func (e *Engine) prefetch() {
+	var ks []int
+	for k := range e.tr.Blocks() {
+		if e.unprepared(k) {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) >= prefetchMin {
+		e.metaOf(ks)
+	}
 }
 
 // Foldable returns how many tokens the next request could shed by folding

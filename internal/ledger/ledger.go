@@ -43,6 +43,7 @@ import (
 	"sync"
 
 	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/parallel"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
 )
@@ -169,35 +170,70 @@ func Parse(data []byte) (*Ledger, error) {
 
 // feed parses data, which starts at file offset base, line by line.
 func (l *Ledger) feed(data []byte, base int64) error {
+	var lines []span
 	for start := 0; start < len(data); {
 		end, next := len(data), len(data)
 		nl := bytes.IndexByte(data[start:], '\n')
-		terminated := nl >= 0
-		if terminated {
+		if nl >= 0 {
 			end = start + nl
 			next = end + 1
 		}
-		lineNo := l.lines + 1
-		if terminated {
-			l.lines++
-			l.size = base + int64(next)
+		lines = append(lines, span{start, end, nl >= 0})
+		start = next
+	}
+	// Validating and splitting a line is pure and most of the work (a
+	// resumed session file holds megabytes): done over the cores, then
+	// applied in file order.
+	parsed := make([]parsedLine, len(lines))
+	parallel.For(len(lines), 256, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			parsed[i] = parseLine(data[lines[i].start:lines[i].end:lines[i].end])
 		}
-		if err := l.add(data[start:end:end], lineNo, base+int64(start), terminated); err != nil {
+	})
+	for i, sp := range lines {
+		lineNo := l.lines + 1
+		if sp.terminated {
+			l.lines++
+			l.size = base + int64(sp.end+1)
+		}
+		if err := l.add(parsed[i], data[sp.start:sp.end:sp.end], lineNo, base+int64(sp.start), sp.terminated); err != nil {
 			return err
 		}
-		start = next
 	}
 	l.seen = base + int64(len(data))
 	return nil
 }
 
-// add parses one line.
-func (l *Ledger) add(line []byte, lineNo int, off int64, terminated bool) error {
+// span is one line of data: [start, end), and whether a newline ends it.
+type span struct {
+	start, end int
+	terminated bool
+}
+
+// parsedLine is what parseLine found: blank, not JSON, or an entry whose
+// Line and Offset are still to be set.
+type parsedLine struct {
+	blank, bad bool
+	e          Entry
+}
+
+func parseLine(line []byte) parsedLine {
 	if len(rawjson.Trim(line)) == 0 {
-		return nil
+		return parsedLine{blank: true}
 	}
 	ms, err := rawjson.Object(line)
 	if err != nil {
+		return parsedLine{bad: true}
+	}
+	return parsedLine{e: parseEntry(ms, line, 0, 0)}
+}
+
+// add applies one parsed line.
+func (l *Ledger) add(p parsedLine, line []byte, lineNo int, off int64, terminated bool) error {
+	if p.blank {
+		return nil
+	}
+	if p.bad {
 		if terminated {
 			l.skipped++
 		} else {
@@ -205,7 +241,8 @@ func (l *Ledger) add(line []byte, lineNo int, off int64, terminated bool) error 
 		}
 		return nil
 	}
-	e := parseEntry(ms, line, lineNo, off)
+	e := p.e
+	e.Line, e.Offset = lineNo, off
 	if !l.hasHeader {
 		if e.Type != "session" {
 			return fmt.Errorf("line %d: first entry has type %q, want \"session\": %w", lineNo, e.Type, ErrNotSession)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/config"
+	"github.com/contextfold/contextfold/internal/parallel"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/telemetry"
 	"github.com/contextfold/contextfold/internal/version"
@@ -81,15 +82,26 @@ func (s *Service) seedActivity(ss *session) {
 	if err != nil {
 		return
 	}
-	for _, e := range led.Branch("") {
-		if e.Type != "message" || e.Message == nil {
-			continue
+	branch := led.Branch("")
+	// Reading a message is pure: over the cores, then applied oldest first.
+	acts := make([]*activity, len(branch))
+	parallel.For(len(branch), 256, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			e := &branch[i]
+			if e.Type != "message" || e.Message == nil {
+				continue
+			}
+			m, err := readActivity(e.Message)
+			if err != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
+				continue
+			}
+			acts[i] = &m
 		}
-		m, err := readActivity(e.Message)
-		if err != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
-			continue
+	})
+	for _, m := range acts {
+		if m != nil {
+			ss.tm.Activity(m.Provider, m.Model, int64(m.Timestamp), m.Usage.Prompt())
 		}
-		ss.tm.Activity(m.Provider, m.Model, int64(m.Timestamp), m.Usage.Prompt())
 	}
 }
 

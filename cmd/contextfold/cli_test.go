@@ -331,3 +331,24 @@ func TestRecallOnASessionFile(t *testing.T) {
 		t.Errorf("inspect: %d\n%s", c, out)
 	}
 }
+
+// TestHandoffOfAnEmptySession: a session file with only its header is an
+// answer, not a failure: the command says there is nothing to hand off yet
+// and writes no file.
+func TestHandoffOfAnEmptySession(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"handoff", file}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, "nothing to hand off yet") {
+		t.Errorf("stdout %q, want the nothing-to-hand-off answer", got)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.md")); len(m) != 0 {
+		t.Errorf("wrote %v", m)
+	}
+}

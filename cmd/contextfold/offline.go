@@ -96,6 +96,11 @@ func handoffCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contextfold handoff:", err)
 		return 1
 	}
+	if res.Empty {
+		// An answer, not a failure: there is nothing to write yet.
+		fmt.Fprintln(stdout, res.Text)
+		return 0
+	}
 	if *print {
 		fmt.Fprintln(stdout, res.Seed)
 	}

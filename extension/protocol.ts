@@ -100,6 +100,8 @@ export class Engine {
 	private reader = new FrameReader();
 	private exited: string | null = null;
 	private awaitingHello = true;
+	/** Whether the child and its pipes are ref'd (a spawned child starts so). */
+	private refd = true;
 	readonly ready: Promise<Hello>;
 	private readonly opts: EngineOptions;
 
@@ -263,6 +265,8 @@ export class Engine {
 	/** Keep Node alive only while a request is pending (esbuild's rule). */
 	private updateRef(): void {
 		const busy = (this.pending.size > 0 || this.awaitingHello) && this.alive;
+		if (busy === this.refd) return; // eight ref/unref calls a request otherwise
+		this.refd = busy;
 		const streams = [this.child.stdin, this.child.stdout, this.child.stderr] as any[];
 		if (busy) {
 			this.child.ref();

@@ -32,6 +32,24 @@ function timeoutMs(name: string, dflt: number): number {
 const TURN_TIMEOUT = () => timeoutMs("CONTEXTFOLD_ENGINE_TIMEOUT_MS", 10_000);
 const TOOL_TIMEOUT = 30_000;
 
+/**
+ * The preload sent right after open: the context Pi builds from its session
+ * file, named by entry ids, so that the engine decodes it (and digests
+ * ahead) while the user types. Null when the file holds none of it.
+ */
+function preloadParams(sm: any): { msgs: unknown[]; json: string } | null {
+	try {
+		if (!sm.getSessionFile?.()) return null;
+		const proj = sm.buildSessionProjection?.();
+		const msgs = proj?.messages;
+		if (!Array.isArray(msgs) || msgs.length === 0) return null;
+		const file = fileRefs(sm, msgs, proj);
+		return file ? { msgs, json: turnParams(msgs, 0, {}, file) } : null;
+	} catch {
+		return null;
+	}
+}
+
 /** Warnings already shown by any Session in this process, by text: a cause
  * that outlives one session runtime (no engine, a refused engine) is said once. */
 const said = new Set<string>();
@@ -195,14 +213,27 @@ export class Session {
 		const byId = params.sessionFile !== "" && folds.length > 0 && typeof version === "number" && folds.every((e) => typeof e.id === "string");
 		this.opening = (async () => {
 			await engine.ready;
-			let res = byId ? await engine.request("open", { ...params, entries: undefined, entryIds: folds.map((e) => e.id), fileVersion: version }, TURN_TIMEOUT()) : null;
-			if (res?.entriesFromFile !== true) res = await engine.request("open", params, TURN_TIMEOUT());
+			const first = engine.request("open", byId ? { ...params, entries: undefined, entryIds: folds.map((e) => e.id), fileVersion: version } : params, TURN_TIMEOUT());
+			// The engine serves requests in order: the preload, built while it
+			// opens, goes right behind the open.
+			const pre = preloadParams(sm);
+			const send = () => {
+				const p = pre ? engine.requestRaw("preload", pre.json, TURN_TIMEOUT()) : null;
+				p?.catch(() => {}); // settled in settlePreload, or moot if the open fails
+				return p;
+			};
+			let sent = send();
+			let res = await first;
+			if (byId && res?.entriesFromFile !== true) {
+				res = await engine.request("open", params, TURN_TIMEOUT());
+				sent = send(); // the second open replaced what the first preload gave
+			}
 			this.layers.clear();
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			for (const w of res.warnings ?? []) this.warn(`open:${w}`, w);
 			if (this.engine === engine) {
 				this.opened = true;
-				this.preloading = this.preload(ctx, engine);
+				if (pre && sent) this.preloading = this.settlePreload(engine, pre.msgs, sent);
 			}
 			if (early) this.diag(early);
 		})();
@@ -216,21 +247,14 @@ export class Session {
 	}
 
 	/**
-	 * Hands the engine, right after open, the context Pi builds from its
-	 * session file, named by entry ids: the engine decodes it, and digests
-	 * ahead, while the user types. The first request then sends only what
-	 * differs from it, found by the Tracker as on every request. Any failure
-	 * leaves the full send of the first request in place.
+	 * Takes the preload's answer (see preloadParams): the engine now holds
+	 * msgs, so the first request sends only what differs from them, found by
+	 * the Tracker as on every request. Any failure leaves the full send of
+	 * the first request in place.
 	 */
-	private async preload(ctx: ExtensionContext, engine: Engine): Promise<void> {
+	private async settlePreload(engine: Engine, msgs: unknown[], sent: Promise<any>): Promise<void> {
 		try {
-			const sm = ctx.sessionManager as any;
-			const proj = sm.buildSessionProjection?.();
-			const msgs = proj?.messages;
-			if (!Array.isArray(msgs) || msgs.length === 0) return;
-			const file = fileRefs(sm, msgs, proj);
-			if (!file) return;
-			const res = await engine.requestRaw("preload", turnParams(msgs, 0, {}, file), TURN_TIMEOUT());
+			const res = await sent;
 			if (this.engine !== engine || !this.needFull || res?.len !== msgs.length) return;
 			this.tracker.commit(msgs, 0);
 			this.needFull = false;
@@ -277,15 +301,16 @@ export class Session {
 		let keep = this.needFull ? 0 : this.tracker.prefix(messages);
 		try {
 			const engine = await this.live(ctx);
+			// Pi's own calls first: they overlap a preload still in the engine.
+			const usage = ctx.getContextUsage();
+			const compaction = this.host.compaction() ?? null;
+			const compactionJSON = JSON.stringify(compaction);
 			if (this.preloading) {
 				await this.preloading;
 				this.preloading = null;
 				keep = this.needFull ? 0 : this.tracker.prefix(messages);
 			}
-			const usage = ctx.getContextUsage();
 			if (this.needFull) this.sentCompaction = null;
-			const compaction = this.host.compaction() ?? null;
-			const compactionJSON = JSON.stringify(compaction);
 			const extra = {
 				window: usage?.contextWindow ?? ctx.model?.contextWindow ?? 0,
 				reported: usage?.tokens ?? null,

@@ -577,13 +577,13 @@ const ReplyMargin = 2048
 // that first needs it (the first fold, or the first request after a resume).
 func (e *Engine) Prepare(max int) bool {
 	blocks := e.tr.Blocks()
-	var ks []int
-	for ; e.prepared < len(blocks) && len(ks) < max; e.prepared++ {
+	// One core: idle work must not take the one the agent runs on.
+	for ; e.prepared < len(blocks) && max > 0; e.prepared++ {
 		if e.unprepared(e.prepared) {
-			ks = append(ks, e.prepared)
+			e.ensureMeta(e.prepared)
+			max--
 		}
 	}
-	e.metaOf(ks)
 	return e.prepared < len(blocks)
 }
 

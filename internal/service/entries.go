@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/parallel"
 	"github.com/contextfold/contextfold/internal/registry"
 )
 
@@ -44,9 +45,19 @@ func decodeEntries(raws []json.RawMessage) ([]engine.Entry, int) {
 	tsRecords := map[string]registry.Record{}
 	var tsOrder []string
 	tsLayers := map[int][]registry.Record{}
-	for _, raw := range raws {
-		if en, err := decodeEntry(raw); err == nil && en.V > 0 {
-			out = append(out, en)
+	// Decoding an entry is pure and most of a resume's open: over the
+	// cores, then taken in file order.
+	decoded := make([]engine.Entry, len(raws))
+	ok := make([]bool, len(raws))
+	parallel.For(len(raws), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			en, err := decodeEntry(raws[i])
+			decoded[i], ok[i] = en, err == nil && en.V > 0
+		}
+	})
+	for i, raw := range raws {
+		if ok[i] {
+			out = append(out, decoded[i])
 			continue
 		}
 		var ts tsEntry

@@ -78,7 +78,8 @@ func (t *thinkingLog) observe(msgs [][]byte) {
 // droppedThinking counts the thinking blocks a provider reported dropping in
 // an assistant message's diagnostics; ok is false for other messages.
 func droppedThinking(raw []byte) (n int, ok bool) {
-	ms, err := rawjson.Object(raw)
+	// raw is valid: parseTurn validated the params whole, the ledger its lines.
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		return 0, false
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +144,48 @@ func TestTUINoticesStayOffTheScreen(t *testing.T) {
 			}
 			u.keys("C-d")
 		})
+	}
+}
+
+// TestResumePreloadsInRealPi: on `pi -c -p`, the adapter hands the engine
+// the context Pi rebuilt from its session file right after open, named by
+// entry ids, so the first request sends only the messages added since (the
+// engine's debug log shows the preload and a turn that keeps all of it),
+// and that request starts with the bytes of the last request before the
+// resume: every fold is where it was, and the prompt cache stays warm.
+func TestResumePreloadsInRealPi(t *testing.T) {
+	env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 40, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction,
+		Env: map[string]string{"CONTEXTFOLD_DEBUG": "1"}}))
+	first := env.Print(PrintOptions{Prompt: "Run gen.sh for every step."})
+	first.Require(t)
+	if foldEvents(first.Session(t)) == 0 {
+		t.Fatal("the first run folded nothing")
+	}
+	last := first.Requests[len(first.Requests)-1]
+	res := env.Print(PrintOptions{Prompt: "Run gen.sh once more.", Continue: true})
+	res.Require(t)
+	if len(res.Requests) == 0 {
+		t.Fatal("the resumed run made no model request")
+	}
+	pre := regexp.MustCompile(`msg=preload .*?messages=(\d+)`).FindStringSubmatch(res.Stderr)
+	turn := regexp.MustCompile(`msg=turn .*?keep=(\d+) append=(\d+)`).FindStringSubmatch(res.Stderr)
+	if pre == nil || turn == nil {
+		t.Fatalf("no preload or turn in the engine's debug log:\n%s", tail(res.Stderr, 3000))
+	}
+	if pre[1] != turn[1] {
+		t.Errorf("the first request kept %s messages of the %s preloaded", turn[1], pre[1])
+	}
+	if n, _ := strconv.Atoi(turn[2]); n == 0 || n > 3 {
+		t.Errorf("the first request sent %s messages; want only those added since the session was written", turn[2])
+	}
+	if n, _ := strconv.Atoi(pre[1]); n < 80 {
+		t.Errorf("preloaded %d messages of a 40-step session", n)
+	}
+	resumed := res.Requests[0]
+	if len(FoldedTags(&resumed.Request)) == 0 || len(FoldedTags(&resumed.Request)) < len(FoldedTags(&last.Request)) {
+		t.Errorf("the resumed request carries %d folds, the last before it %d", len(FoldedTags(&resumed.Request)), len(FoldedTags(&last.Request)))
+	}
+	if err := CheckBytePrefix(&last.Request, &resumed.Request); err != nil {
+		t.Errorf("the resumed request does not start with the last request's bytes: %v", err)
 	}
 }

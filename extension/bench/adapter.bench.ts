@@ -5,7 +5,7 @@
 // counted (it happens with or without the extension). BENCHMARKS.md defines
 // each figure.
 //
-//   node extension/bench/adapter.bench.ts [--json] [--only=a,b] [--reps=N]
+//   node extension/bench/adapter.bench.ts [--json] [--only=a,b] [--reps=N] [--keep=DIR]
 //
 // The resume and the steady60 sections run on Pi's own SessionManager
 // (CONTEXTFOLD_PI_DIR, set by .ci/setup-pi.sh): a real session file on disk,
@@ -22,6 +22,8 @@ const repsArg = Number(argv.find((a) => a.startsWith("--reps="))?.slice(7));
 const REPS = Number.isFinite(repsArg) && repsArg > 0 ? repsArg : 15;
 /** --engine-profile=DIR: each measured resume's engine writes a CPU profile there (CONTEXTFOLD_CPUPROFILE). */
 const engineProfile = argv.find((a) => a.startsWith("--engine-profile="))?.slice(17);
+/** --keep=DIR: the resume sections' session files are kept in DIR/<section>/ (to resume them in real Pi). */
+const keepDir = argv.find((a) => a.startsWith("--keep="))?.slice(7);
 /** --node-profile=DIR: a V8 CPU profile of the measured part of each section (open it in Chrome DevTools, or summarise it with extension/bench/cpuprofile-top.ts). */
 const nodeProfile = argv.find((a) => a.startsWith("--node-profile="))?.slice(15);
 const inspector = nodeProfile ? new (await import("node:inspector/promises")).Session() : null;
@@ -438,6 +440,7 @@ for (const [name, n, fold] of [["resumeFolded1000", 1000, true], ["resumeFolded3
 	const built = await buildSession(p, n, RESUME_WINDOW, fold, resultBytes);
 	const r = await profiled(name, (mark) => resume(p, name, built, RESUME_WINDOW, REPS, mark));
 	results[name] = { messages: built.messages, file_mb: ms(built.bytes / 1e6), foldEntries: built.folds, foldedBlocks: built.entries, ...r };
+	if (keepDir) cpSync(built.dir, join(keepDir, name), { recursive: true });
 	rmSync(built.dir, { recursive: true, force: true });
 }
 

@@ -67,6 +67,28 @@ var warningWords = map[string]bool{
 	"warning": true, "warnings": true, "warn": true, "deprecated": true, "deprecation": true,
 }
 
+// listedShapes[n] has bit c-'a' set when a word of errorWords, warningWords
+// or exactErrorWords has n bytes and starts with letter c (either case): most
+// words of an output are none of those, and are told so without hashing.
+var listedShapes = func() (t [25]uint32) {
+	for _, m := range []map[string]bool{errorWords, warningWords, exactErrorWords} {
+		for w := range m {
+			c := w[0] | 0x20
+			if len(w) >= len(t) || c < 'a' || c > 'z' {
+				panic("risk: listed word " + w + " outside listedShapes")
+			}
+			t[len(w)] |= 1 << (c - 'a')
+		}
+	}
+	return t
+}()
+
+// mayBeListed reports whether w could be a key of the word lists.
+func mayBeListed(w string) bool {
+	c := w[0] | 0x20
+	return len(w) < len(listedShapes) && c >= 'a' && c <= 'z' && listedShapes[len(w)]&(1<<(c-'a')) != 0
+}
+
 // zeroWords before a failure word cancel it: "no errors", "0 failed".
 var zeroWords = map[string]bool{"0": true, "no": true, "zero": true, "without": true, "none": true}
 
@@ -78,9 +100,15 @@ type word struct {
 	start, end int
 }
 
-func isWordByte(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
+func isWordByte(c byte) bool { return wordByte[c] }
+
+// wordByte is [A-Za-z0-9_] as a table: classify asks for every byte.
+var wordByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()
 
 // Classify returns the class of one line.
 func Classify(line string) Class {
@@ -132,16 +160,17 @@ func classifyWords(line string, words []word) Class {
 		if len(w.s) < 2 || len(w.s) > 24 {
 			continue
 		}
-		if exactErrorWords[w.s] {
+		cand := mayBeListed(w.s)
+		if cand && exactErrorWords[w.s] {
 			return Error
 		}
 		lw := lower(lowbuf[:0], w.s)
 		switch {
-		case errorWords[string(lw)]:
+		case cand && errorWords[string(lw)]:
 			if !zeroed(line, words, k) && !codeIdent(line, w) {
 				return Error
 			}
-		case warningWords[string(lw)]:
+		case cand && warningWords[string(lw)]:
 			warn = true
 		case compound(w.s, "Error") || compound(w.s, "Exception") || compound(w.s, "Fault"):
 			return Error

@@ -113,13 +113,16 @@ func (s *set) add(v string) {
 	s.list = append(s.list, v)
 }
 
-func isSep(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', ';', '=', '|':
-		return true
+func isSep(c byte) bool { return sepByte[c] }
+
+// sepByte is the field separators, as a table: scanFields asks for every
+// byte of every output.
+var sepByte = func() (t [256]bool) {
+	for _, c := range []byte(" \t\n\r\"'`()[]{}<>,;=|") {
+		t[c] = true
 	}
-	return false
-}
+	return t
+}()
 
 // scanFields calls fn for each separator-delimited field, stripped of
 // trailing sentence punctuation, until fn returns false.
@@ -172,7 +175,8 @@ func stripLineCol(f string) string {
 // isPath reports a path-shaped field: slash-joined segments (not a URL), or a
 // file name with a known extension.
 func isPath(f string) bool {
-	if len(f) < 3 || len(f) > pathMax || strings.Contains(f, "://") {
+	// No "://" test: a URL's ':' fails the byte check below.
+	if len(f) < 3 || len(f) > pathMax {
 		return false
 	}
 	word := 0
@@ -189,12 +193,21 @@ func isPath(f string) bool {
 	if word == 0 {
 		return false
 	}
-	if strings.Contains(f, "/") {
+	if strings.IndexByte(f, '/') >= 0 {
 		segs := 0
-		for _, s := range strings.Split(f, "/") {
-			if s != "" && s != "." && s != ".." {
+		for rest := f; ; {
+			i := strings.IndexByte(rest, '/')
+			seg := rest
+			if i >= 0 {
+				seg = rest[:i]
+			}
+			if seg != "" && seg != "." && seg != ".." {
 				segs++
 			}
+			if i < 0 {
+				break
+			}
+			rest = rest[i+1:]
 		}
 		return segs >= 2 || strings.HasPrefix(f, "/") || strings.HasPrefix(f, "./") || strings.HasPrefix(f, "~/")
 	}
@@ -202,9 +215,15 @@ func isPath(f string) bool {
 	return dot > 0 && fileExts[strings.ToLower(f[dot+1:])]
 }
 
-func isIdentByte(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
+func isIdentByte(c byte) bool { return identByte[c] }
+
+// identByte is [A-Za-z0-9_] as a table.
+var identByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()
 
 // scanIdents finds the identifiers in a field (see identLike), and a field
 // that is a whole version number.

@@ -78,7 +78,7 @@ function knobEnv(): Record<string, string> {
 export class Session {
 	private engine: Engine | null = null;
 	private opening: Promise<void> | null = null;
-	/** The preload after open, until it settles (see preload). */
+	/** The preload after open, until it settles (see preloadParams). */
 	private preloading: Promise<void> | null = null;
 	private tracker = new Tracker();
 	private layers = new Map<number, Layer>();

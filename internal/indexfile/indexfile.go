@@ -16,7 +16,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -195,7 +194,7 @@ func lineSeq(line []byte) (seq int, ok, sure bool) {
 			if rawjson.IsNull(m.Value) {
 				continue
 			}
-			n, ok := plainInt(m.Value)
+			n, ok := rawjson.PlainInt(m.Value)
 			if !ok {
 				return 0, false, false
 			}
@@ -211,24 +210,6 @@ func lineSeq(line []byte) (seq int, ok, sure bool) {
 		}
 	}
 	return seq, true, true
-}
-
-// plainInt parses an integer literal (optional minus, digits) that fits an int.
-func plainInt(raw []byte) (int, bool) {
-	digits := raw
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 {
-		return 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(string(raw))
-	return n, err == nil
 }
 
 // Parse reads seed-index lines: the effective records and the sequence floor.

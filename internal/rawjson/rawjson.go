@@ -884,3 +884,23 @@ func FormatJSNumber(f float64) string {
 	}
 	return mant + "e" + string(sign) + exp
 }
+
+// PlainInt parses an integer literal (optional minus, at most 18 digits, so
+// it fits an int): the fast readers' test for a number encoding/json would
+// decode into an int the same way.
+func PlainInt(raw []byte) (int, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(raw))
+	return n, err == nil
+}

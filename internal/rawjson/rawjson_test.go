@@ -236,3 +236,18 @@ func FuzzOfValid(f *testing.F) {
 		}
 	})
 }
+
+func TestPlainInt(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"0", 0, true}, {"42", 42, true}, {"-7", -7, true}, {"999999999999999999", 999999999999999999, true},
+		{"1000000000000000000", 0, false}, {"", 0, false}, {"-", 0, false}, {"1.5", 0, false}, {"1e3", 0, false}, {`"3"`, 0, false}, {" 3", 0, false},
+	} {
+		if got, ok := PlainInt([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("PlainInt(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

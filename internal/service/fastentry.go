@@ -71,13 +71,13 @@ func fastEntry(raw []byte) (en engine.Entry, ok bool) {
 	ok = members(raw, entryNames, func(k int, v []byte) (ok bool) {
 		switch k {
 		case 0:
-			en.V, ok = plainInt(v)
+			en.V, ok = rawjson.PlainInt(v)
 		case 1:
 			var s string
 			s, ok = fastString(v)
 			en.Kind = engine.EntryKind(s)
 		case 2:
-			en.Seq, ok = plainInt(v)
+			en.Seq, ok = rawjson.PlainInt(v)
 		case 3:
 			en.Trigger, ok = fastString(v)
 		case 4:
@@ -105,11 +105,11 @@ func fastRecord(raw []byte) (r registry.Record, ok bool) {
 		case 1:
 			r.Code, ok = fastString(v)
 		case 2:
-			r.Seq, ok = plainInt(v)
+			r.Seq, ok = rawjson.PlainInt(v)
 		case 3:
-			r.Bytes, ok = plainInt(v)
+			r.Bytes, ok = rawjson.PlainInt(v)
 		case 4:
-			r.Lines, ok = plainInt(v)
+			r.Lines, ok = rawjson.PlainInt(v)
 		case 5:
 			r.SHA256, ok = fastString(v)
 		case 6:
@@ -119,7 +119,7 @@ func fastRecord(raw []byte) (r registry.Record, ok bool) {
 		case 8:
 			r.IsError, ok = fastBool(v)
 		case 9:
-			r.Turn, ok = plainInt(v)
+			r.Turn, ok = rawjson.PlainInt(v)
 		case 10:
 			r.FullOutputPath, ok = fastString(v)
 		case 11:
@@ -138,11 +138,11 @@ func fastThinking(raw []byte, th *engine.ThinkingCost) bool {
 	return members(raw, thinkingNames, func(k int, v []byte) (ok bool) {
 		switch k {
 		case 0:
-			th.Invalidated, ok = plainInt(v)
+			th.Invalidated, ok = rawjson.PlainInt(v)
 		case 1:
-			th.Folded, ok = plainInt(v)
+			th.Folded, ok = rawjson.PlainInt(v)
 		case 2:
-			th.Dropped, ok = plainInt(v)
+			th.Dropped, ok = rawjson.PlainInt(v)
 		case 3:
 			th.Lost, ok = fastArray(v, fastString)
 		}

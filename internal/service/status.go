@@ -225,12 +225,12 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 		var ok bool
 		switch {
 		case n != nil:
-			*n, ok = plainInt(m.Value)
+			*n, ok = rawjson.PlainInt(m.Value)
 		case str != nil:
 			*str, ok = plainString(m.Value)
 		default:
 			var at int
-			at, ok = plainInt(m.Value)
+			at, ok = rawjson.PlainInt(m.Value)
 			u.At = int64(at)
 		}
 		if !ok {
@@ -262,24 +262,6 @@ func plainString(raw []byte) (string, bool) {
 		}
 	}
 	return string(body), true
-}
-
-// plainInt parses an integer literal (optional minus, at most 18 digits).
-func plainInt(raw []byte) (int, bool) {
-	digits := raw
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 {
-		return 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(string(raw))
-	return n, err == nil
 }
 
 func isNumber(raw []byte) bool {

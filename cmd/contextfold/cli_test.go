@@ -28,6 +28,7 @@ var flagsOf = map[string][]string{
 	"recall":  {"-grep", "-lines", "-search"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
+	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body"},
 }
 
 // TestHelpOnEveryCommand: -h, -help, --help and "help <cmd>" print the

@@ -55,6 +55,16 @@ func commands() []command {
 				"starts it; there is nothing to type to it. Warnings go to stderr (CONTEXTFOLD_DEBUG=1 logs " +
 				"debug lines too).",
 			serveCmd},
+		{"proxy", []form{{"[-listen addr] [-anthropic URL] [-openai URL]", "serve Claude Code, Codex and opencode through a local HTTP proxy"}},
+			"Proxy runs a local HTTP proxy for coding agents that talk to their provider over HTTP: point " +
+				"Claude Code's ANTHROPIC_BASE_URL at it, or Codex's and opencode's OpenAI base URL at its /v1. " +
+				"Anthropic requests (/v1/messages, or any carrying anthropic-version) go to -anthropic, " +
+				"everything else to -openai, with the path and query unchanged. Only those two upstreams are " +
+				"ever contacted; headers pass through, keys are never logged, streams are forwarded as they " +
+				"arrive. The first line on stdout is the address it listens on. Requests are forwarded " +
+				"unchanged: folding through the proxy is not built yet. CONTEXTFOLD_DEBUG=1 logs one line " +
+				"per request (method, path without query, status).",
+			proxyCmd},
 		{"demo", []form{{"[-window N] [-svg file] [-every N]", "replay a bundled real session with and without folding"}},
 			"Demo replays a real Pi session bundled in the binary through context-fold and through raw " +
 				"(no folding): every n-th request's size, a fold event, a byte-exact recall, and the cost of " +

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/proxy"
+)
+
+// Defaults of the proxy command's flags.
+const (
+	defaultListen    = "127.0.0.1:8719"
+	defaultAnthropic = "https://api.anthropic.com"
+	defaultOpenAI    = "https://api.openai.com"
+)
+
+func proxyCmd(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return runProxy(ctx, args, stdout, stderr)
+}
+
+// runProxy serves until ctx ends, then drains open requests for a while.
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("proxy")
+	listen := fs.String("listen", defaultListen, "`address` to listen on; a non-loopback one is served with a warning")
+	ant := fs.String("anthropic", defaultAnthropic, "Anthropic Messages upstream `URL`; request paths are appended to it")
+	oai := fs.String("openai", defaultOpenAI, "OpenAI Responses and Chat Completions upstream `URL`; request paths are appended to it")
+	maxBody := fs.Int64("max-body", proxy.DefaultMaxBody, "largest request body in `bytes`")
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
+	}
+	if fs.NArg() != 0 {
+		return wantArgs(stderr, "proxy", "no arguments", fs.Args())
+	}
+	cfg := proxy.Config{MaxBody: *maxBody}
+	for _, u := range []struct {
+		flag, val string
+		dst       **url.URL
+	}{{"-anthropic", *ant, &cfg.Anthropic}, {"-openai", *oai, &cfg.OpenAI}} {
+		parsed, err := url.Parse(u.val)
+		if err == nil {
+			err = proxy.CheckUpstream(parsed)
+		}
+		if err != nil {
+			return usageError(stderr, "proxy", "%s: %v", u.flag, err)
+		}
+		*u.dst = parsed
+	}
+	if *maxBody <= 0 {
+		return usageError(stderr, "proxy", "-max-body %d: want a positive number of bytes", *maxBody)
+	}
+	level := slog.LevelInfo
+	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold proxy")
+	cfg.Log = log
+	p, err := proxy.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold proxy:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold proxy:", err)
+		return 1
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() {
+		log.Warn("listening on a non-loopback address: anyone who reaches it can send requests through it to the upstreams", "addr", addr.String())
+	}
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	// The first line on stdout is the address, for scripts and tests.
+	fmt.Fprintf(stdout, "contextfold proxy listening on http://%s\n", addr)
+	log.Info("forwarding", "anthropic", cfg.Anthropic.String(), "openai", cfg.OpenAI.String())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		fmt.Fprintln(stderr, "contextfold proxy:", err)
+		return 1
+	case <-ctx.Done():
+	}
+	// Streams in flight get a while to finish; then the rest is cut.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(stderr, "contextfold proxy:", err)
+		return 1
+	}
+	srv.Close()
+	return 0
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProxyCommand: the command prints its address first, forwards to the
+// upstream it was given, and exits 0 once told to stop.
+func TestProxyCommand(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream saw "+r.Method+" "+r.URL.RequestURI())
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runProxy(ctx, []string{"-listen", "127.0.0.1:0", "-anthropic", up.URL, "-openai", up.URL}, pw, &stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address line: %v (stderr %q)", err, stderr.String())
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "contextfold proxy listening on ")
+	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("first line %q", line)
+	}
+	go io.Copy(io.Discard, pr)
+	res, err := http.Post(base+"/v1/chat/completions?x=1", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "upstream saw POST /v1/chat/completions?x=1" {
+		t.Fatalf("answer %q", b)
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the proxy did not stop")
+	}
+}
+
+// TestProxyUsageErrors: bad flag values are one-line usage errors, exit 2,
+// before anything listens.
+func TestProxyUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-anthropic", "ftp://x"},
+		{"-openai", "https://user:pw@host"},
+		{"-openai", "host:80"},
+		{"-max-body", "0"},
+		{"-max-body", "abc"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		code := runProxy(context.Background(), args, &out, &errb)
+		if code != 2 || out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+		if strings.Contains(errb.String(), "pw@") {
+			t.Errorf("%v: the error shows the password: %q", args, errb.String())
+		}
+	}
+}

@@ -1,0 +1,255 @@
+// Package proxy is context-fold's HTTP front door for coding agents that
+// talk to their model provider over HTTP (Claude Code, Codex, opencode): a
+// reverse proxy that forwards each request to the configured upstream of its
+// API.
+//
+// This file is the transport: routing, limits, streaming and errors. The
+// guarantees it gives every request, folded or not:
+//
+//   - It forwards only to the configured upstreams: a request naming another
+//     host (absolute-form URI, CONNECT) is refused, so it is never an open
+//     proxy.
+//   - Headers pass through (hop-by-hop ones aside) and nothing is added; API
+//     keys are never logged: logs carry the method, the path without its
+//     query, the status and the time.
+//   - Response bodies are forwarded as they arrive, flushed chunk by chunk,
+//     never buffered; upstream statuses, headers and bodies pass through
+//     verbatim, errors included.
+//   - Request bodies are bounded (Config.MaxBody): a larger one is refused
+//     with 413 before the upstream sees it when its length is declared.
+//   - When the upstream cannot be reached, the client gets a 502 in its API's
+//     error shape, so its SDK reports it as a provider error.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// API is a provider wire family the proxy forwards to.
+type API int
+
+const (
+	// Anthropic is the Anthropic Messages API (Claude Code).
+	Anthropic API = iota
+	// OpenAI is the OpenAI API: Responses (Codex) and Chat Completions
+	// (opencode and most OpenAI-compatible clients).
+	OpenAI
+)
+
+func (a API) String() string {
+	if a == Anthropic {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// DefaultMaxBody bounds a request body when Config.MaxBody is 0. Anthropic's
+// own limit for a Messages request is 32 MB; images make OpenAI requests as
+// large.
+const DefaultMaxBody = 64 << 20
+
+// Config is what a Proxy forwards to and how.
+type Config struct {
+	// Anthropic and OpenAI are the upstream origins, with an optional path
+	// prefix: a request's path is appended to it unchanged. Nil: requests
+	// of that API are answered with 502.
+	Anthropic, OpenAI *url.URL
+	// MaxBody bounds a request body in bytes (0: DefaultMaxBody).
+	MaxBody int64
+	// Log receives one debug line per request and one warning per failure.
+	Log *slog.Logger
+	// Transport reaches the upstreams (nil: a clone of http.DefaultTransport).
+	Transport http.RoundTripper
+}
+
+// Proxy is an http.Handler forwarding to the configured upstreams.
+type Proxy struct {
+	cfg Config
+	rp  *httputil.ReverseProxy
+}
+
+type ctxKey struct{}
+
+// reqInfo travels with a request through the reverse proxy.
+type reqInfo struct {
+	api   API
+	start time.Time
+}
+
+// New returns a Proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	for _, u := range []*url.URL{cfg.Anthropic, cfg.OpenAI} {
+		if u == nil {
+			continue
+		}
+		if err := CheckUpstream(u); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	p := &Proxy{cfg: cfg}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
+			pr.SetURL(p.upstream(info.api))
+		},
+		Transport: cfg.Transport,
+		// Every chunk goes to the client as soon as it is read: a stream
+		// is never held back.
+		FlushInterval:  -1,
+		ModifyResponse: p.logged,
+		ErrorHandler:   p.failed,
+		ErrorLog:       slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
+	}
+	return p, nil
+}
+
+// CheckUpstream reports whether u can be an upstream: an http or https
+// origin with an optional path, and nothing else.
+func CheckUpstream(u *url.URL) error {
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("upstream %q: want an http or https URL", u.Redacted())
+	case u.Host == "":
+		return fmt.Errorf("upstream %q: no host", u.Redacted())
+	case u.User != nil:
+		return fmt.Errorf("upstream %q: credentials belong in the client's headers, not the URL", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("upstream %q: no query or fragment allowed", u.Redacted())
+	}
+	return nil
+}
+
+func (p *Proxy) upstream(a API) *url.URL {
+	if a == Anthropic {
+		return p.cfg.Anthropic
+	}
+	return p.cfg.OpenAI
+}
+
+// APIOf says which API a request belongs to: Anthropic's paths, or any
+// request carrying the anthropic-version header every Anthropic SDK sends;
+// everything else is OpenAI's.
+func APIOf(r *http.Request) API {
+	path := r.URL.Path
+	if strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/v1/complete") || r.Header.Get("anthropic-version") != "" {
+		return Anthropic
+	}
+	return OpenAI
+}
+
+// ServeHTTP forwards r to its API's upstream.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	api := APIOf(r)
+	// An absolute-form target or CONNECT asks for another host: refused,
+	// whatever the host, so the proxy reaches only its upstreams.
+	if r.Method == http.MethodConnect || r.URL.IsAbs() || r.URL.Host != "" || !strings.HasPrefix(r.RequestURI, "/") {
+		p.cfg.Log.Warn("refused a request for another host", "method", r.Method)
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "contextfold proxy forwards only to its configured upstreams; send the request to its path, e.g. POST /v1/messages")
+		return
+	}
+	if p.upstream(api) == nil {
+		writeError(w, api, http.StatusBadGateway, "api_error", fmt.Sprintf("contextfold proxy has no %s upstream configured", api))
+		return
+	}
+	if r.ContentLength > p.cfg.MaxBody {
+		p.tooLarge(w, api, r)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBody)
+	info := &reqInfo{api: api, start: time.Now()}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+}
+
+func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
+	p.cfg.Log.Warn("refused a request body over the limit", "method", r.Method, "path", r.URL.Path, "limit", p.cfg.MaxBody)
+	writeError(w, api, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over contextfold proxy's limit of %d bytes (-max-body)", p.cfg.MaxBody))
+}
+
+// logged notes the upstream's answer; the response itself is not touched.
+func (p *Proxy) logged(res *http.Response) error {
+	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
+		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
+	}
+	return nil
+}
+
+// failed answers a request the upstream did not: 413 for a body that grew
+// over the limit, nothing for a client that went away, 502 otherwise.
+func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, err error) {
+	api := APIOf(r)
+	var big *http.MaxBytesError
+	switch {
+	case errors.As(err, &big):
+		p.tooLarge(w, api, r)
+	case r.Context().Err() != nil:
+		p.cfg.Log.Debug("client went away", "method", r.Method, "path", r.URL.Path)
+	default:
+		up := p.upstream(api)
+		p.cfg.Log.Warn("upstream unreachable", "api", api.String(), "upstream", up.Host, "path", r.URL.Path, "err", redact(err))
+		writeError(w, api, http.StatusBadGateway, "api_error", fmt.Sprintf("contextfold proxy could not reach the %s upstream %s: %v", api, up.Host, redact(err)))
+	}
+}
+
+// redact drops the URL (and so any query) from a transport error.
+func redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// anthropicError and openaiError are the two APIs' error bodies.
+type anthropicError struct {
+	Type  string `json:"type"` // "error"
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type openaiError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Code    *string `json:"code"`
+		Param   *string `json:"param"`
+	} `json:"error"`
+}
+
+// writeError writes an error in api's shape, marked as the proxy's own.
+func writeError(w http.ResponseWriter, api API, status int, typ, msg string) {
+	var v any
+	if api == Anthropic {
+		var e anthropicError
+		e.Type, e.Error.Type, e.Error.Message = "error", typ, msg
+		v = e
+	} else {
+		var e openaiError
+		e.Error.Message, e.Error.Type = msg, typ
+		v = e
+	}
+	body, _ := json.Marshal(v) // strings always marshal
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Contextfold-Proxy", "error")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

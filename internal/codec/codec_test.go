@@ -1,0 +1,319 @@
+package codec
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/apply"
+	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// samples are request bodies the real clients sent to a fake model (see
+// testdata/clients; the *-mcp ones are pretty-printed, long strings cut).
+var samples = []struct {
+	file string
+	api  API
+}{
+	{"claude-basic.json", Messages},
+	{"claude-mcp.json", Messages},
+	{"codex-basic.json", Responses},
+	{"codex-mcp.json", Responses},
+	{"opencode-basic.json", Chat},
+	{"opencode-mcp.json", Chat},
+}
+
+func readSample(t testing.TB, name string) []byte {
+	b, err := os.ReadFile(filepath.Join("testdata", "clients", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// view is the engine's reading of a decoded request: one line per block.
+func view(r *Request) string {
+	tr := block.NewTranscript()
+	for _, m := range r.Messages {
+		tr.Append(m)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "api %s model %q continued %v messages %d\n", r.API, r.Model, r.Continued, len(r.Messages))
+	for _, bl := range tr.Blocks() {
+		text := bl.Text
+		if len(text) > 60 {
+			text = text[:60] + "…"
+		}
+		replaceable := r.spans[bl.Msg][0] >= 0
+		fmt.Fprintf(&b, "m%d %s %s foldable=%v durable=%v replaceable=%v tool=%q %q\n",
+			bl.Msg, bl.ID, bl.Kind, bl.Foldable(), block.Durable(bl.ID), replaceable, bl.ToolName, text)
+	}
+	return b.String()
+}
+
+// TestDecodeClientSamples: the engine's view of each real client's request,
+// against a golden file: which blocks there are, which fold, their ids.
+func TestDecodeClientSamples(t *testing.T) {
+	for _, s := range samples {
+		t.Run(s.file, func(t *testing.T) {
+			r, err := Decode(s.api, readSample(t, s.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := view(r)
+			path := filepath.Join("testdata", "golden", strings.TrimSuffix(s.file, ".json")+".txt")
+			if *update {
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from the golden file; run go test -update and review the diff\n%s", path, got)
+			}
+			// Every tool output of the samples is plain text but the MCP
+			// tool search's tool_reference (Claude Code): the rest fold.
+			for i, m := range r.Messages {
+				b := block.Decode(m, i)
+				if b.Role == "toolResult" && b.Blocks[0].Foldable() != (r.spans[i][0] >= 0) {
+					t.Errorf("m%d: foldable %v but replaceable %v", i, b.Blocks[0].Foldable(), r.spans[i][0] >= 0)
+				}
+			}
+		})
+	}
+}
+
+// foldAll substitutes a digest naming its message into every replaceable
+// tool result.
+func foldAll(t testing.TB, r *Request) ([]byte, map[int]string) {
+	var subs []apply.Subst
+	want := map[int]string{}
+	for i, sp := range r.spans {
+		if sp[0] >= 0 {
+			d := fmt.Sprintf("[folded m%d] \"quoted\" é \u2028 </tag>", i)
+			subs = append(subs, apply.Subst{Msg: i, Part: -1, Text: d})
+			want[i] = d
+		}
+	}
+	out, err := r.Apply(subs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, want
+}
+
+// TestApplyChangesOnlyOutputs: folding every tool result leaves a valid
+// body whose every other message reads the same, and whose bytes outside
+// the outputs are the original's.
+func TestApplyChangesOnlyOutputs(t *testing.T) {
+	for _, s := range samples {
+		t.Run(s.file, func(t *testing.T) {
+			body := readSample(t, s.file)
+			r, err := Decode(s.api, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, want := foldAll(t, r)
+			if len(want) == 0 {
+				t.Fatal("no tool result to fold in a sample with tool results")
+			}
+			if !rawjson.Valid(out) {
+				t.Fatal("folded body is not JSON")
+			}
+			r2, err := Decode(s.api, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r2.Messages) != len(r.Messages) {
+				t.Fatalf("%d messages after folding, %d before", len(r2.Messages), len(r.Messages))
+			}
+			for i := range r.Messages {
+				d, folded := want[i]
+				if !folded {
+					if !bytes.Equal(r.Messages[i], r2.Messages[i]) {
+						t.Errorf("m%d changed:\n%s\n%s", i, r.Messages[i], r2.Messages[i])
+					}
+					continue
+				}
+				if got := block.Decode(r2.Messages[i], i).Blocks[0].Text; got != d {
+					t.Errorf("m%d reads %q, want the digest", i, got)
+				}
+			}
+			// Outside the spans, byte for byte.
+			at, at2 := 0, 0
+			for i, sp := range r.spans {
+				if sp[0] < 0 {
+					continue
+				}
+				n := sp[0] - at
+				if !bytes.Equal(body[at:sp[0]], out[at2:at2+n]) {
+					t.Fatalf("bytes before m%d's output differ", i)
+				}
+				at2 += n + len(rawjson.Quote(nil, want[i]))
+				at = sp[1]
+			}
+			if !bytes.Equal(body[at:], out[at2:]) {
+				t.Fatal("bytes after the last output differ")
+			}
+		})
+	}
+}
+
+// TestOpaqueOutputs: outputs that a string would lose something of never
+// fold; plain ones do.
+var opaqueCases = []struct {
+	name string
+	api  API
+	body string
+	fold bool
+}{
+	{"anthropic string", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out"}]}]}`, true},
+	{"anthropic text blocks", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}]}`, true},
+	{"anthropic image", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]}]}`, false},
+	{"anthropic tool_reference", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"tool_reference","tool_name":"x"}]}]}]}`, false},
+	{"anthropic inner cache_control", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]}]}]}`, false},
+	{"anthropic duplicate content", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a","content":"b"}]}]}`, false},
+	{"anthropic no content", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]}]}`, false},
+	{"anthropic no id", Messages, `{"messages":[{"role":"user","content":[{"type":"tool_result","content":"x"}]}]}`, false},
+	{"responses string", Responses, `{"input":[{"type":"function_call_output","call_id":"c1","output":"out"}]}`, true},
+	{"responses input_text", Responses, `{"input":[{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"a"}]}]}`, true},
+	{"responses image", Responses, `{"input":[{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"data:"}]}]}`, false},
+	{"responses custom", Responses, `{"input":[{"type":"custom_tool_call_output","call_id":"c1","output":"patched"}]}`, true},
+	{"chat string", Chat, `{"messages":[{"role":"tool","tool_call_id":"c1","content":"out"}]}`, true},
+	{"chat parts", Chat, `{"messages":[{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"out"}]}]}`, true},
+	{"chat image part", Chat, `{"messages":[{"role":"tool","tool_call_id":"c1","content":[{"type":"image_url","image_url":{}}]}]}`, false},
+}
+
+func TestOpaqueOutputs(t *testing.T) {
+	for _, c := range opaqueCases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Decode(c.api, []byte(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Messages) != 1 {
+				t.Fatalf("%d messages", len(r.Messages))
+			}
+			b := block.Decode(r.Messages[0], 0).Blocks[0]
+			if b.Kind != block.ToolResult || b.Foldable() != c.fold || (r.spans[0][0] >= 0) != c.fold {
+				t.Fatalf("kind %v foldable %v replaceable %v, want fold %v", b.Kind, b.Foldable(), r.spans[0][0] >= 0, c.fold)
+			}
+			_, err = r.Apply([]apply.Subst{{Msg: 0, Part: -1, Text: "d"}})
+			if (err == nil) != c.fold {
+				t.Fatalf("Apply: %v, want ok=%v", err, c.fold)
+			}
+		})
+	}
+}
+
+// TestToolNamesAndOrder: results take their tool's name from the call,
+// Anthropic tool_result blocks come before the rest of their message, and
+// consecutive Responses model items form one assistant message.
+func TestToolNamesAndOrder(t *testing.T) {
+	r, err := Decode(Messages, []byte(`{"messages":[
+		{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.go"},{"type":"text","text":"go on"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := view(r)
+	for _, want := range []string{"m0 m0:p0 thinking foldable=false", `m0 m0:p1 tool_call foldable=false durable=false replaceable=false tool="Bash" "Bash {\"command\":\"ls\"}"`, `m1 r:t1 tool_result foldable=true durable=true replaceable=true tool="Bash" "a.go"`, `m2 m2:u user`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	r, err = Decode(Responses, []byte(`{"previous_response_id":"resp_1","input":[
+		{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"xx"},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},
+		{"type":"function_call","call_id":"c1","name":"exec_command","arguments":"{\"cmd\":\"ls\"}"},
+		{"type":"function_call_output","call_id":"c1","output":"a.go"},
+		{"role":"user","content":"next"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = view(r)
+	if !r.Continued || len(r.Messages) != 3 {
+		t.Fatalf("continued %v, %d messages:\n%s", r.Continued, len(r.Messages), got)
+	}
+	if !strings.Contains(got, `m1 r:c1 tool_result foldable=true durable=true replaceable=true tool="exec_command" "a.go"`) {
+		t.Errorf("result:\n%s", got)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, c := range []struct {
+		api  API
+		body string
+	}{
+		{Messages, `[]`}, {Messages, `{}`}, {Messages, `{"messages":{}}`}, {Messages, `{"messages":[],"messages":[]}`},
+		{Responses, `{"input":1}`}, {Chat, `not json`}, {API("x"), `{"messages":[{}]}`},
+	} {
+		if _, err := Decode(c.api, []byte(c.body)); err == nil {
+			t.Errorf("%s %s: no error", c.api, c.body)
+		}
+	}
+	r, err := Decode(Responses, []byte(`{"input":"just text"}`))
+	if err != nil || len(r.Messages) != 1 {
+		t.Fatalf("string input: %v %d", err, len(r.Messages))
+	}
+	r, _ = Decode(Chat, []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"x"}]}`))
+	for _, s := range [][]apply.Subst{{{Msg: 1, Part: -1}}, {{Msg: 0, Part: 0}}, {{Msg: 0, Part: -1}, {Msg: 0, Part: -1}}} {
+		if _, err := r.Apply(s); err == nil {
+			t.Errorf("Apply(%v): no error", s)
+		}
+	}
+}
+
+// FuzzDecodeApply: any body decodes without panicking; folding every
+// replaceable output of a valid body leaves valid JSON with the same
+// messages, the folded ones reading as their digests.
+func FuzzDecodeApply(f *testing.F) {
+	// Small seeds: with the 20-60 KB samples the fuzzer barely mutates.
+	for i, c := range opaqueCases {
+		f.Add(uint8(map[API]int{Messages: 0, Responses: 1, Chat: 2}[c.api]+3*i), []byte(c.body))
+	}
+	f.Add(uint8(0), []byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x\ud800"}]}]}`))
+	f.Add(uint8(1), []byte(`{"input":[{"type":"function_call_output","call_id":"c","output":"\u0000"}]}`))
+	f.Add(uint8(2), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"é"}]}`))
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		api := []API{Messages, Responses, Chat}[which%3]
+		r, err := Decode(api, body)
+		if err != nil {
+			return
+		}
+		out, want := foldAll(t, r)
+		if !rawjson.Valid(body) {
+			return
+		}
+		if !rawjson.Valid(out) {
+			t.Fatalf("folded body is not JSON: %q", out)
+		}
+		r2, err := Decode(api, out)
+		if err != nil {
+			t.Fatalf("folded body does not decode: %v", err)
+		}
+		if len(r2.Messages) != len(r.Messages) {
+			t.Fatalf("%d messages after folding, %d before", len(r2.Messages), len(r.Messages))
+		}
+		for i := range r.Messages {
+			if d, ok := want[i]; ok {
+				if got := block.Decode(r2.Messages[i], i).Blocks[0].Text; got != d {
+					t.Fatalf("m%d reads %q", i, got)
+				}
+			} else if !bytes.Equal(r.Messages[i], r2.Messages[i]) {
+				t.Fatalf("m%d changed", i)
+			}
+		}
+	})
+}

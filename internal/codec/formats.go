@@ -1,0 +1,219 @@
+package codec
+
+import (
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// message decodes one Anthropic Messages message at body offset off.
+func (d *decoder) message(raw []byte, off int) {
+	ms, err := rawjson.Object(raw)
+	if err != nil {
+		d.r.add(unknownMsg(raw), -1, -1)
+		return
+	}
+	content, _ := rawjson.Get(ms, "content")
+	switch str(ms, "role") {
+	case "system":
+		text, _ := textParts(content, "text")
+		d.r.add(systemMsg(text), -1, -1)
+	case "assistant":
+		var parts [][]byte
+		if rawjson.IsString(content) {
+			s, _ := rawjson.Unquote(content)
+			parts = append(parts, textPart(s))
+		} else if blocks, err := rawjson.Array(content); err == nil {
+			for _, b := range blocks {
+				parts = append(parts, d.anthropicPart(b))
+			}
+		}
+		d.r.add(assistantMsg(Messages, parts), -1, -1)
+	case "user":
+		if rawjson.IsString(content) {
+			s, _ := rawjson.Unquote(content)
+			d.r.add(userMsg(s), -1, -1)
+			return
+		}
+		cm, ok := only(ms, "content")
+		blocks, starts, err := rawjson.ArraySpans(cm.Value)
+		if !ok || err != nil {
+			d.r.add(unknownMsg(raw), -1, -1)
+			return
+		}
+		var rest []string
+		for j, b := range blocks {
+			bm, err := rawjson.Object(b)
+			if err != nil || str(bm, "type") != "tool_result" {
+				rest = append(rest, blockText(b, bm, err))
+				continue
+			}
+			d.toolResult(bm, off+cm.Start+starts[j], "content", str(bm, "tool_use_id"), rawjson.Bool(getRaw(bm, "is_error")), "text")
+		}
+		if len(rest) > 0 {
+			d.r.add(userMsg(strings.Join(rest, "\n")), -1, -1)
+		}
+	default:
+		d.r.add(unknownMsg(raw), -1, -1)
+	}
+}
+
+// anthropicPart is one assistant content block as a Pi part.
+func (d *decoder) anthropicPart(b []byte) []byte {
+	bm, err := rawjson.Object(b)
+	if err != nil {
+		return textPart(string(b))
+	}
+	switch str(bm, "type") {
+	case "text":
+		return textPart(str(bm, "text"))
+	case "thinking":
+		return thinkingPart(str(bm, "thinking"))
+	case "redacted_thinking":
+		return thinkingPart("")
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		id, name := str(bm, "id"), str(bm, "name")
+		d.names[id] = name
+		args, ok := rawjson.Get(bm, "input")
+		if !ok {
+			args = []byte("{}")
+		}
+		return toolCallPart(id, name, args)
+	}
+	return textPart(string(b))
+}
+
+// blockText is what a non-tool-result block of a user message counts as.
+func blockText(raw []byte, bm []rawjson.Member, err error) string {
+	if err == nil && str(bm, "type") == "text" {
+		return str(bm, "text")
+	}
+	return string(raw)
+}
+
+func getRaw(ms []rawjson.Member, key string) []byte {
+	v, _ := rawjson.Get(ms, key)
+	return v
+}
+
+// toolResult adds the tool result held in object bm (at body offset off),
+// whose output is member key.
+func (d *decoder) toolResult(bm []rawjson.Member, off int, key, callID string, isError bool, textTypes ...string) {
+	out, ok := only(bm, key)
+	if !ok {
+		v, _ := rawjson.Get(bm, key)
+		text, _ := textParts(v, textTypes...)
+		d.r.add(toolResultMsg(callID, d.names[callID], text, isError, true), -1, -1)
+		return
+	}
+	text, opaque := textParts(out.Value, textTypes...)
+	start, end := -1, -1
+	if !opaque && callID != "" {
+		start, end = off+out.Start, off+out.End
+	}
+	d.r.add(toolResultMsg(callID, d.names[callID], text, isError, opaque || start < 0), start, end)
+}
+
+// item decodes one Responses input item at body offset off.
+func (d *decoder) item(raw []byte, off int) {
+	ms, err := rawjson.Object(raw)
+	if err != nil {
+		d.flush()
+		d.r.add(unknownMsg(raw), -1, -1)
+		return
+	}
+	typ := str(ms, "type")
+	if typ == "" && str(ms, "role") != "" {
+		typ = "message" // the short form {role, content}
+	}
+	switch typ {
+	case "message":
+		content, _ := rawjson.Get(ms, "content")
+		text, _ := textParts(content, "input_text", "output_text", "text", "refusal")
+		switch str(ms, "role") {
+		case "assistant":
+			d.parts = append(d.parts, textPart(text))
+		case "user":
+			d.flush()
+			d.r.add(userMsg(text), -1, -1)
+		default: // developer, system
+			d.flush()
+			d.r.add(systemMsg(text), -1, -1)
+		}
+	case "reasoning":
+		sum, _ := rawjson.Get(ms, "summary")
+		text, _ := textParts(sum, "summary_text")
+		d.parts = append(d.parts, thinkingPart(text))
+	case "function_call":
+		id, name := str(ms, "call_id"), str(ms, "name")
+		d.names[id] = name
+		d.parts = append(d.parts, toolCallPart(id, name, argsValue(str(ms, "arguments"))))
+	case "custom_tool_call":
+		id, name := str(ms, "call_id"), str(ms, "name")
+		d.names[id] = name
+		d.parts = append(d.parts, toolCallPart(id, name, rawjson.Quote(nil, str(ms, "input"))))
+	case "function_call_output", "custom_tool_call_output":
+		d.flush()
+		d.toolResult(ms, off, "output", str(ms, "call_id"), false, "input_text", "output_text")
+	default:
+		if strings.HasSuffix(typ, "_call") {
+			// A model-side item (web search, local shell, tool search):
+			// part of the assistant's turn, never folded.
+			d.parts = append(d.parts, textPart(string(raw)))
+			return
+		}
+		d.flush()
+		d.r.add(unknownMsg(raw), -1, -1)
+	}
+}
+
+// flush ends the pending assistant message of Responses items.
+func (d *decoder) flush() {
+	if len(d.parts) > 0 {
+		d.r.add(assistantMsg(Responses, d.parts), -1, -1)
+		d.parts = nil
+	}
+}
+
+// chat decodes one Chat Completions message at body offset off.
+func (d *decoder) chat(raw []byte, off int) {
+	ms, err := rawjson.Object(raw)
+	if err != nil {
+		d.r.add(unknownMsg(raw), -1, -1)
+		return
+	}
+	content, _ := rawjson.Get(ms, "content")
+	switch str(ms, "role") {
+	case "system", "developer":
+		text, _ := textParts(content, "text")
+		d.r.add(systemMsg(text), -1, -1)
+	case "user":
+		text, _ := textParts(content, "text")
+		d.r.add(userMsg(text), -1, -1)
+	case "assistant":
+		var parts [][]byte
+		if r := str(ms, "reasoning_content"); r != "" {
+			parts = append(parts, thinkingPart(r))
+		}
+		if text, _ := textParts(content, "text", "refusal"); text != "" {
+			parts = append(parts, textPart(text))
+		}
+		if tcs, err := rawjson.Array(getRaw(ms, "tool_calls")); err == nil {
+			for _, tc := range tcs {
+				tm, err := rawjson.Object(tc)
+				if err != nil {
+					continue
+				}
+				fm, _ := rawjson.Object(getRaw(tm, "function"))
+				id, name := str(tm, "id"), str(fm, "name")
+				d.names[id] = name
+				parts = append(parts, toolCallPart(id, name, argsValue(str(fm, "arguments"))))
+			}
+		}
+		d.r.add(assistantMsg(Chat, parts), -1, -1)
+	case "tool":
+		d.toolResult(ms, off, "content", str(ms, "tool_call_id"), false, "text")
+	default:
+		d.r.add(unknownMsg(raw), -1, -1)
+	}
+}

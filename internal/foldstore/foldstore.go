@@ -1,0 +1,460 @@
+// Package foldstore is the proxy's durable record of what it folded.
+//
+// A Pi session keeps every original in its own append-only session file;
+// a proxied client (Claude Code, Codex, opencode) gives the proxy no such
+// file. So each conversation gets its own append-only JSONL file in the
+// store's directory, and a fold event is written there, before the request
+// that carries it is sent: first the exact text of every block it folds,
+// then the event's entry, then an fsync. Replaying a file's entries rebuilds
+// the conversation's frozen layers, so a restarted proxy sends the same
+// bytes; recall reads a block's text back and checks it against the sha256
+// in its fold record.
+//
+// One process writes a store: Open takes an exclusive lock on it, released
+// when the process ends, however it ends. Readers (the MCP server, the CLI)
+// need no lock: the files are append-only and a torn last line, left by a
+// crash mid-write, is skipped. A reader asks for an unfold by appending one
+// request line to the conversation's file (a single write, so lines never
+// interleave); the writer takes it up on the conversation's next request.
+package foldstore
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/registry"
+)
+
+// Version is the record format written in each file's first line.
+const Version = 1
+
+// Line is one line of a conversation file; T says which fields are set.
+type Line struct {
+	T string `json:"t"`
+	// "conversation": the file's first line.
+	V       int    `json:"v,omitempty"`
+	API     string `json:"api,omitempty"`
+	Created string `json:"created,omitempty"`
+	// "text": a folded block's exact text, with its sha256.
+	ID     string `json:"id,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Text   string `json:"text,omitempty"`
+	// "entry": an engine decision (fold event, unfold, void).
+	Entry *engine.Entry `json:"entry,omitempty"`
+	// "unfold-request": codes a reader asked to unfold.
+	Codes []string `json:"codes,omitempty"`
+}
+
+// Line types.
+const (
+	TConversation  = "conversation"
+	TText          = "text"
+	TEntry         = "entry"
+	TUnfoldRequest = "unfold-request"
+)
+
+// DefaultDir is where the proxy keeps its store: the XDG state directory
+// on Linux and the BSDs, the platform's per-user application data
+// elsewhere.
+func DefaultDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "contextfold", "proxy"), nil
+	}
+	switch runtime.GOOS {
+	case "windows", "darwin", "ios":
+		d, err := os.UserConfigDir() // %AppData%, ~/Library/Application Support
+		if err != nil {
+			return "", err
+		}
+		if runtime.GOOS == "windows" {
+			if l := os.Getenv("LocalAppData"); l != "" {
+				d = l // state is per machine, not roaming
+			}
+		}
+		return filepath.Join(d, "contextfold", "proxy"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "contextfold", "proxy"), nil
+}
+
+// Store is a directory of conversation files, locked for one writer.
+type Store struct {
+	dir    string
+	unlock func()
+	now    func() time.Time
+}
+
+// ErrLocked reports a store another process writes.
+var ErrLocked = errors.New("foldstore: the store is in use by another process")
+
+// Open opens (creating) the store at dir for writing.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	unlock, err := lock(filepath.Join(dir, "writer.lock"))
+	if err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, unlock: unlock, now: time.Now}, nil
+}
+
+// Close releases the store's lock.
+func (s *Store) Close() error {
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
+	}
+	return nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// FileName is the file of the conversation key of api: a hash, so that no
+// client id or path appears in a name.
+func FileName(api, key string) string {
+	h := sha256.Sum256([]byte(api + "\x00" + key))
+	return hex.EncodeToString(h[:16]) + ".jsonl"
+}
+
+// Conversation is one conversation's file, open for appending.
+type Conversation struct {
+	path string
+	f    *os.File
+	// size is the file's length after this process's last read or write:
+	// more means a reader appended a request. scanned is how far requests
+	// were looked for.
+	size, scanned int64
+}
+
+// Conversation opens the file of api's conversation key, creating it, and
+// returns what it holds.
+func (s *Store) Conversation(api, key string) (*Conversation, *Contents, error) {
+	path := filepath.Join(s.dir, FileName(api, key))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("foldstore: %w", err)
+	}
+	c := &Conversation{path: path, f: f}
+	contents, n, err := read(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("foldstore: %s: %w", path, err)
+	}
+	c.size = n
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		// A torn last line: end it, so the next line starts clean. It
+		// stays in the file, unread (append-only).
+		if _, err := f.Write([]byte("\n")); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("foldstore: %w", err)
+		}
+		c.size = st.Size() + 1
+	}
+	c.scanned = c.size
+	if n == 0 {
+		if err := c.append([]Line{{T: TConversation, V: Version, API: api, Created: s.now().UTC().Format(time.RFC3339)}}); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		contents.API = api
+	} else if contents.API != api {
+		f.Close()
+		return nil, nil, fmt.Errorf("foldstore: %s belongs to api %q, not %q", path, contents.API, api)
+	}
+	return c, contents, nil
+}
+
+// Path is the conversation's file.
+func (c *Conversation) Path() string { return c.path }
+
+// Close closes the file.
+func (c *Conversation) Close() error { return c.f.Close() }
+
+// Commit durably records a fold event: the text of each block it folds
+// (text(id) gives it), then its entry. Nothing of it takes effect until
+// Commit returns nil.
+func (c *Conversation) Commit(ev *engine.Event, text func(id string) (string, bool)) error {
+	lines := make([]Line, 0, len(ev.Folds)+1)
+	for _, rec := range ev.Folds {
+		t, ok := text(rec.ID)
+		if !ok {
+			return fmt.Errorf("foldstore: no text for folded block %s", rec.ID)
+		}
+		if rec.SHA256 != "" && registry.Sum(t) != rec.SHA256 {
+			return fmt.Errorf("foldstore: text of %s does not match its fold record", rec.ID)
+		}
+		lines = append(lines, Line{T: TText, ID: rec.ID, SHA256: registry.Sum(t), Text: t})
+	}
+	en := ev.Entry()
+	lines = append(lines, Line{T: TEntry, Entry: &en})
+	return c.append(lines)
+}
+
+// Record durably appends an entry (an unfold, a void).
+func (c *Conversation) Record(en engine.Entry) error {
+	return c.append([]Line{{T: TEntry, Entry: &en}})
+}
+
+// append writes lines in one write and syncs them to disk.
+func (c *Conversation) append(lines []Line) error {
+	var buf bytes.Buffer
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return fmt.Errorf("foldstore: %w", err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	if _, err := c.f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("foldstore: append to %s: %w", c.path, err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return fmt.Errorf("foldstore: sync %s: %w", c.path, err)
+	}
+	c.size += int64(buf.Len())
+	return nil
+}
+
+// Requests returns the unfold requests readers appended since the last
+// call (or since the file was opened).
+func (c *Conversation) Requests() ([][]string, error) {
+	st, err := c.f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	if st.Size() == c.size {
+		c.scanned = c.size // all of it this process's own, or scanned
+		return nil, nil
+	}
+	// The writer's own lines since are read too; they are not requests.
+	tail := make([]byte, st.Size()-c.scanned)
+	if _, err := c.f.ReadAt(tail, c.scanned); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	// Only whole lines: a request being written is taken next time.
+	end := bytes.LastIndexByte(tail, '\n') + 1
+	c.scanned += int64(end)
+	if end == len(tail) {
+		c.size = st.Size()
+	}
+	var out [][]string
+	for _, raw := range bytes.Split(tail[:end], []byte("\n")) {
+		var l Line
+		if json.Unmarshal(raw, &l) == nil && l.T == TUnfoldRequest && len(l.Codes) > 0 {
+			out = append(out, l.Codes)
+		}
+	}
+	return out, nil
+}
+
+// Contents is what a conversation file holds.
+type Contents struct {
+	API     string
+	Created string
+	// Entries are the engine entries, in order, to replay.
+	Entries []engine.Entry
+	// Texts are the folded blocks' texts by id.
+	Texts map[string]Text
+	// Bad counts lines that could not be read (a torn last line among them).
+	Bad int
+}
+
+// Text is a folded block's stored text.
+type Text struct {
+	SHA256, Text string
+}
+
+// Verified reports whether the text matches the sha256 it was stored with
+// and the one in its fold record (rec may be nil).
+func (t Text) Verified(rec *registry.Record) bool {
+	sum := registry.Sum(t.Text)
+	return sum == t.SHA256 && (rec == nil || rec.SHA256 == "" || rec.SHA256 == sum)
+}
+
+// Records returns every fold record of the file's fold events, by code,
+// without voided events and without what later unfolds released.
+func (c *Contents) Records() map[string]registry.Record {
+	void := map[int]bool{}
+	for _, en := range c.Entries {
+		if en.Kind == engine.KindVoid {
+			void[en.Seq] = true
+		}
+	}
+	out := map[string]registry.Record{}
+	for _, en := range c.Entries {
+		if en.Kind != engine.KindFold || void[en.Seq] {
+			continue
+		}
+		for _, r := range en.Folds {
+			r.Seq = en.Seq
+			out[r.Code] = r
+		}
+	}
+	return out
+}
+
+// ReadFile reads a conversation file.
+func ReadFile(path string) (*Contents, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	defer f.Close()
+	c, _, err := read(f)
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// maxLine bounds one line: a folded block's text.
+const maxLine = 256 << 20
+
+// read reads a file from its start; n is the length of its whole lines.
+func read(f *os.File) (*Contents, int64, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	c := &Contents{Texts: map[string]Text{}}
+	br := bufio.NewReaderSize(f, 1<<16)
+	var n int64
+	first := true
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(raw) > maxLine {
+			return nil, 0, fmt.Errorf("a line of %d bytes", len(raw))
+		}
+		if err != nil {
+			if len(raw) > 0 {
+				c.Bad++ // a torn last line: never completed, never in effect
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, 0, err
+		}
+		n += int64(len(raw))
+		var l Line
+		if json.Unmarshal(raw, &l) != nil {
+			c.Bad++
+			continue
+		}
+		if first {
+			first = false
+			if l.T != TConversation {
+				return nil, 0, errors.New("not a context-fold conversation file")
+			}
+			if l.V > Version {
+				return nil, 0, fmt.Errorf("written by a newer context-fold (format %d, this one reads %d)", l.V, Version)
+			}
+			c.API, c.Created = l.API, l.Created
+			continue
+		}
+		switch l.T {
+		case TText:
+			c.Texts[l.ID] = Text{SHA256: l.SHA256, Text: l.Text}
+		case TEntry:
+			if l.Entry != nil {
+				c.Entries = append(c.Entries, *l.Entry)
+			}
+		case TUnfoldRequest:
+		default:
+			c.Bad++
+		}
+	}
+	if n > 0 && first {
+		return nil, 0, errors.New("not a context-fold conversation file")
+	}
+	return c, n, nil
+}
+
+// Files lists the store's conversation files, newest first.
+func Files(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	type file struct {
+		path string
+		mod  time.Time
+	}
+	var fs []file
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".jsonl") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		fs = append(fs, file{filepath.Join(dir, e.Name()), info.ModTime()})
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].mod.After(fs[j].mod) })
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.path
+	}
+	return out, nil
+}
+
+// RequestUnfold appends an unfold request for codes to a conversation file.
+// The writer applies it on the conversation's next request.
+func RequestUnfold(path string, codes []string) error {
+	b, err := json.Marshal(Line{T: TUnfoldRequest, Codes: codes})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("foldstore: %w", err)
+	}
+	_, werr := f.Write(append(b, '\n'))
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return fmt.Errorf("foldstore: %w", werr)
+	}
+	return nil
+}
+
+// GC removes the conversation files not written for longer than age and
+// returns their paths. It runs on an open Store, so never under a running
+// proxy's feet.
+func (s *Store) GC(age time.Duration) ([]string, error) {
+	files, err := Files(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, p := range files {
+		info, err := os.Stat(p)
+		if err != nil || s.now().Sub(info.ModTime()) <= age {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			return removed, fmt.Errorf("foldstore: %w", err)
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}

@@ -1,0 +1,245 @@
+package foldstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/registry"
+)
+
+func event(seq int, texts map[string]string) *engine.Event {
+	ev := &engine.Event{Seq: seq, Trigger: "budget"}
+	for id, t := range texts {
+		b, l := registry.Extent(t)
+		ev.Folds = append(ev.Folds, registry.Record{ID: id, Code: "c" + id[2:], Seq: seq, Bytes: b, Lines: l, SHA256: registry.Sum(t), Kind: "tool_result", Digest: "{#c" + id[2:] + " FOLDED} digest"})
+	}
+	return ev
+}
+
+func lookup(texts map[string]string) func(string) (string, bool) {
+	return func(id string) (string, bool) { t, ok := texts[id]; return t, ok }
+}
+
+func open(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCommitReplay: what a conversation committed reads back after the
+// store is closed and opened again: the entries in order, each folded
+// text verified against its record.
+func TestCommitReplay(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	c, got, err := s.Conversation("openai-responses", "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Entries) != 0 || got.API != "openai-responses" {
+		t.Fatalf("new conversation holds %+v", got)
+	}
+	texts := map[string]string{"r:1": "line 1\nline 2\n", "r:2": "é \u2028 \x00 weird"}
+	ev := event(1, texts)
+	if err := c.Commit(ev, lookup(texts)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Record(engine.UnfoldEntry([]string{"r:1"})); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Close()
+
+	s = open(t, dir)
+	defer s.Close()
+	c, got, err = s.Conversation("openai-responses", "thread-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := []engine.Entry{ev.Entry(), engine.UnfoldEntry([]string{"r:1"})}
+	if !reflect.DeepEqual(got.Entries, want) {
+		t.Fatalf("entries\n%+v\nwant\n%+v", got.Entries, want)
+	}
+	recs := got.Records()
+	for id, text := range texts {
+		st, ok := got.Texts[id]
+		rec := recs["c"+id[2:]]
+		if !ok || st.Text != text || !st.Verified(&rec) {
+			t.Errorf("%s: stored %+v, verified %v", id, st, st.Verified(&rec))
+		}
+	}
+	if got.Bad != 0 {
+		t.Errorf("%d bad lines", got.Bad)
+	}
+	// Another key is another file; the key is not in the name.
+	c2, got2, err := s.Conversation("openai-responses", "thread-2")
+	if err != nil || len(got2.Entries) != 0 || c2.Path() == c.Path() || strings.Contains(c2.Path(), "thread") {
+		t.Fatalf("second conversation: %v %+v %s", err, got2, c2.Path())
+	}
+	c2.Close()
+}
+
+// TestCommitChecksTexts: a text that does not match its record, or a
+// missing one, fails the commit and writes nothing.
+func TestCommitChecksTexts(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	c, _, err := s.Conversation("anthropic-messages", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ev := event(1, map[string]string{"r:1": "right"})
+	if err := c.Commit(ev, lookup(map[string]string{"r:1": "wrong"})); err == nil {
+		t.Error("a mismatching text was committed")
+	}
+	if err := c.Commit(ev, lookup(nil)); err == nil {
+		t.Error("a missing text was committed")
+	}
+	got, err := ReadFile(c.Path())
+	if err != nil || len(got.Entries) != 0 || len(got.Texts) != 0 {
+		t.Fatalf("after refused commits: %v %+v", err, got)
+	}
+}
+
+// TestTornLastLine: a line cut by a crash is skipped, and the next write
+// starts on a line of its own.
+func TestTornLastLine(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	c, _, _ := s.Conversation("openai-completions", "k")
+	texts := map[string]string{"r:1": "x"}
+	c.Commit(event(1, texts), lookup(texts))
+	c.Close()
+	f, _ := os.OpenFile(c.Path(), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"t":"entry","entry":{"v":1,"kind":"fo`)
+	f.Close()
+
+	c, got, err := s.Conversation("openai-completions", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Entries) != 1 || got.Bad != 1 {
+		t.Fatalf("entries %d bad %d", len(got.Entries), got.Bad)
+	}
+	texts2 := map[string]string{"r:2": "y"}
+	if err := c.Commit(event(2, texts2), lookup(texts2)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	got, err = ReadFile(c.Path())
+	if err != nil || len(got.Entries) != 2 || got.Bad != 1 {
+		t.Fatalf("after the next commit: %v entries %d bad %d", err, len(got.Entries), got.Bad)
+	}
+	s.Close()
+}
+
+// TestOneWriter: a second writer on the same store is refused until the
+// first closes it.
+func TestOneWriter(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	s.Close()
+	s2 := open(t, dir)
+	s2.Close()
+}
+
+// TestUnfoldRequests: a reader's request reaches the writer once; a
+// request still being written waits for its newline.
+func TestUnfoldRequests(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	c, _, _ := s.Conversation("anthropic-messages", "k")
+	defer c.Close()
+	if r, err := c.Requests(); err != nil || r != nil {
+		t.Fatalf("no request yet: %v %v", r, err)
+	}
+	if err := RequestUnfold(c.Path(), []string{"abc123", "def456"}); err != nil {
+		t.Fatal(err)
+	}
+	// The writer's own lines in between are not requests.
+	c.Record(engine.UnfoldEntry([]string{"r:9"}))
+	f, _ := os.OpenFile(c.Path(), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"t":"unfold-request","codes":["zz`)
+	r, err := c.Requests()
+	if err != nil || !reflect.DeepEqual(r, [][]string{{"abc123", "def456"}}) {
+		t.Fatalf("requests %v %v", r, err)
+	}
+	f.WriteString(`9999"]}` + "\n")
+	f.Close()
+	r, _ = c.Requests()
+	if !reflect.DeepEqual(r, [][]string{{"zz9999"}}) {
+		t.Fatalf("completed request: %v", r)
+	}
+	if r, _ := c.Requests(); r != nil {
+		t.Fatalf("requests again: %v", r)
+	}
+}
+
+func TestWrongFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	defer s.Close()
+	c, _, _ := s.Conversation("anthropic-messages", "k")
+	c.Close()
+	if _, _, err := s.Conversation("openai-responses", "k"); err != nil {
+		t.Fatalf("same key, other api: %v", err) // another file
+	}
+	os.Rename(c.Path(), filepath.Join(dir, FileName("openai-completions", "k")))
+	if _, _, err := s.Conversation("openai-completions", "k"); err == nil {
+		t.Error("a file of another api was taken")
+	}
+	bad := filepath.Join(dir, "x.jsonl")
+	os.WriteFile(bad, []byte(`{"t":"text"}`+"\n"), 0o600)
+	if _, err := ReadFile(bad); err == nil {
+		t.Error("a file without its header was read")
+	}
+	os.WriteFile(bad, []byte(`{"t":"conversation","v":99}`+"\n"), 0o600)
+	if _, err := ReadFile(bad); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("a newer format: %v", err)
+	}
+}
+
+// TestGC: files untouched for longer than the age go; the rest stay.
+func TestGC(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	defer s.Close()
+	old, _, _ := s.Conversation("anthropic-messages", "old")
+	old.Close()
+	fresh, _, _ := s.Conversation("anthropic-messages", "fresh")
+	fresh.Close()
+	past := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(old.Path(), past, past)
+	removed, err := s.GC(24 * time.Hour)
+	if err != nil || !reflect.DeepEqual(removed, []string{old.Path()}) {
+		t.Fatalf("removed %v %v", removed, err)
+	}
+	if files, _ := Files(dir); !reflect.DeepEqual(files, []string{fresh.Path()}) {
+		t.Fatalf("left %v", files)
+	}
+}
+
+func TestDefaultDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	if d, _ := DefaultDir(); d != filepath.Join("/x/state", "contextfold", "proxy") {
+		t.Errorf("with XDG_STATE_HOME: %s", d)
+	}
+	t.Setenv("XDG_STATE_HOME", "relative") // ignored, as the spec says
+	if d, _ := DefaultDir(); strings.HasPrefix(d, "relative") {
+		t.Errorf("relative XDG_STATE_HOME used: %s", d)
+	}
+}

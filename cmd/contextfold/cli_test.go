@@ -28,7 +28,7 @@ var flagsOf = map[string][]string{
 	"recall":  {"-grep", "-lines", "-search"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
-	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body"},
+	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window"},
 }
 
 // TestHelpOnEveryCommand: -h, -help, --help and "help <cmd>" print the

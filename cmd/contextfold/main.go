@@ -55,15 +55,22 @@ func commands() []command {
 				"starts it; there is nothing to type to it. Warnings go to stderr (CONTEXTFOLD_DEBUG=1 logs " +
 				"debug lines too).",
 			serveCmd},
-		{"proxy", []form{{"[-listen addr] [-anthropic URL] [-openai URL]", "serve Claude Code, Codex and opencode through a local HTTP proxy"}},
+		{"proxy", []form{
+			{"[-listen addr] [-anthropic URL] [-openai URL] [-fold]", "serve Claude Code, Codex and opencode through a local HTTP proxy"},
+			{"gc [-store dir] [-older-than d]", "remove the proxy's records of conversations idle for a while"},
+		},
 			"Proxy runs a local HTTP proxy for coding agents that talk to their provider over HTTP: point " +
 				"Claude Code's ANTHROPIC_BASE_URL at it, or Codex's and opencode's OpenAI base URL at its /v1. " +
 				"Anthropic requests (/v1/messages, or any carrying anthropic-version) go to -anthropic, " +
 				"everything else to -openai, with the path and query unchanged. Only those two upstreams are " +
 				"ever contacted; headers pass through, keys are never logged, streams are forwarded as they " +
-				"arrive. The first line on stdout is the address it listens on. Requests are forwarded " +
-				"unchanged: folding through the proxy is not built yet. CONTEXTFOLD_DEBUG=1 logs one line " +
-				"per request (method, path without query, status).",
+				"arrive. The first line on stdout is the address it listens on. With -fold (experimental: the " +
+				"recall_folded and unfold tools over MCP are not built yet) it folds stale tool results of " +
+				"/v1/messages, /v1/responses and /v1/chat/completions requests, keeping each folded output " +
+				"and fold event in a per-conversation file under -store before the request is sent; 'proxy gc' " +
+				"removes the files of conversations idle longer than -older-than (30 days). Without -fold, " +
+				"requests are forwarded unchanged. CONTEXTFOLD_DEBUG=1 logs one line per request (method, path " +
+				"without query, status).",
 			proxyCmd},
 		{"demo", []form{{"[-window N] [-svg file] [-every N]", "replay a bundled real session with and without folding"}},
 			"Demo replays a real Pi session bundled in the binary through context-fold and through raw " +

@@ -14,8 +14,51 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/contextfold/contextfold/internal/foldstore"
 	"github.com/contextfold/contextfold/internal/proxy"
 )
+
+// storeDir is the -store flag's directory, or the default one.
+func storeDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return foldstore.DefaultDir()
+}
+
+// proxyGC removes the conversation files not written for a while.
+func proxyGC(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("proxy")
+	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
+	age := fs.Duration("older-than", 30*24*time.Hour, "remove conversations not written for this `duration`")
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
+	}
+	if fs.NArg() != 0 {
+		return wantArgs(stderr, "proxy", "no arguments after gc", fs.Args())
+	}
+	if *age <= 0 {
+		return usageError(stderr, "proxy", "-older-than %v: want a positive duration", *age)
+	}
+	dir, err := storeDir(*store)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold proxy gc:", err)
+		return 1
+	}
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold proxy gc:", err)
+		return 1
+	}
+	defer st.Close()
+	removed, err := st.GC(*age)
+	fmt.Fprintf(stdout, "removed %d conversation %s not written for %v from %s\n", len(removed), plural(len(removed), "file", "files"), *age, dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold proxy gc:", err)
+		return 1
+	}
+	return 0
+}
 
 // Defaults of the proxy command's flags.
 const (
@@ -32,11 +75,17 @@ func proxyCmd(args []string, stdout, stderr io.Writer) int {
 
 // runProxy serves until ctx ends, then drains open requests for a while.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "gc" {
+		return proxyGC(args[1:], stdout, stderr)
+	}
 	fs := newFlags("proxy")
 	listen := fs.String("listen", defaultListen, "`address` to listen on; a non-loopback one is served with a warning")
 	ant := fs.String("anthropic", defaultAnthropic, "Anthropic Messages upstream `URL`; request paths are appended to it")
 	oai := fs.String("openai", defaultOpenAI, "OpenAI Responses and Chat Completions upstream `URL`; request paths are appended to it")
 	maxBody := fs.Int64("max-body", proxy.DefaultMaxBody, "largest request body in `bytes`")
+	fold := fs.Bool("fold", false, "fold stale tool results (experimental: recall over MCP is not built yet)")
+	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
+	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
 	}
@@ -60,12 +109,32 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *maxBody <= 0 {
 		return usageError(stderr, "proxy", "-max-body %d: want a positive number of bytes", *maxBody)
 	}
+	if *window < 0 {
+		return usageError(stderr, "proxy", "-window %d: want a number of tokens", *window)
+	}
 	level := slog.LevelInfo
 	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold proxy")
 	cfg.Log = log
+	if *fold {
+		dir, err := storeDir(*store)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold proxy:", err)
+			return 1
+		}
+		st, err := foldstore.Open(dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold proxy:", err)
+			return 1
+		}
+		defer st.Close()
+		folder := proxy.NewFolder(st, *window, log)
+		defer folder.Close()
+		cfg.Folder = folder
+		log.Info("folding", "store", dir)
+	}
 	p, err := proxy.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold proxy:", err)

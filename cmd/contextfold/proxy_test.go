@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // TestProxyCommand: the command prints its address first, forwards to the
@@ -75,5 +78,41 @@ func TestProxyUsageErrors(t *testing.T) {
 		if strings.Contains(errb.String(), "pw@") {
 			t.Errorf("%v: the error shows the password: %q", args, errb.String())
 		}
+	}
+}
+
+// TestProxyGC: gc removes idle conversation files, and refuses to run on a
+// store a proxy is writing.
+func TestProxyGC(t *testing.T) {
+	dir := t.TempDir()
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, _ := st.Conversation("openai-responses", "old")
+	old.Close()
+	fresh, _, _ := st.Conversation("openai-responses", "fresh")
+	fresh.Close()
+	past := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(old.Path(), past, past)
+
+	var out, errb bytes.Buffer
+	if code := run([]string{"proxy", "gc", "-store", dir, "-older-than", "1h"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "in use by another process") {
+		t.Fatalf("gc under a writer: exit %d, stderr %q", code, errb.String())
+	}
+	st.Close()
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"proxy", "gc", "-store", dir, "-older-than", "1h"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "removed 1 conversation file ") {
+		t.Fatalf("gc: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if _, err := os.Stat(old.Path()); !os.IsNotExist(err) {
+		t.Error("the idle file is still there")
+	}
+	if _, err := os.Stat(fresh.Path()); err != nil {
+		t.Error("the fresh file is gone")
+	}
+	if code := run([]string{"proxy", "gc", "-older-than", "-1h"}, &out, &errb); code != 2 {
+		t.Errorf("negative age: exit %d", code)
 	}
 }

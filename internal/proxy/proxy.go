@@ -69,6 +69,8 @@ type Config struct {
 	Log *slog.Logger
 	// Transport reaches the upstreams (nil: a clone of http.DefaultTransport).
 	Transport http.RoundTripper
+	// Folder folds the requests of the routes it knows (nil: none fold).
+	Folder *Folder
 }
 
 // Proxy is an http.Handler forwarding to the configured upstreams.
@@ -175,6 +177,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBody)
 	info := &reqInfo{api: api, start: time.Now()}
+	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
+		body, err := readBody(r)
+		var big *http.MaxBytesError
+		switch {
+		case errors.As(err, &big):
+			p.tooLarge(w, api, r)
+			return
+		case err != nil:
+			p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
+			return
+		}
+		out, why := p.cfg.Folder.Fold(r, fa, body)
+		if why != "" {
+			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
+		}
+		setBody(r, out)
+	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
 }
 

@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// foldRoutes are the requests a Folder rewrites, by path.
+var foldRoutes = map[string]codec.API{
+	"/v1/messages":         codec.Messages,
+	"/v1/responses":        codec.Responses,
+	"/v1/chat/completions": codec.Chat,
+}
+
+// maxConversations bounds the conversations held in memory; the least
+// recently used is closed (its file stays, and is replayed if it returns).
+const maxConversations = 256
+
+// Folder folds the conversations of the requests it is given, each with its
+// own engine and its own file in the store.
+type Folder struct {
+	store *foldstore.Store
+	log   *slog.Logger
+	// window is the context window folding plans for, in tokens (0: the
+	// engine's default).
+	window int
+	mu    sync.Mutex
+	convs map[string]*conversation
+}
+
+// NewFolder returns a Folder recording to store, planning for a context
+// window of window tokens (0: the engine's default).
+func NewFolder(store *foldstore.Store, window int, log *slog.Logger) *Folder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}}
+}
+
+// Close closes every conversation file.
+func (f *Folder) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, c := range f.convs {
+		c.mu.Lock()
+		c.file.Close()
+		c.mu.Unlock()
+		delete(f.convs, k)
+	}
+}
+
+// conversation is one client conversation's fold state.
+type conversation struct {
+	mu   sync.Mutex
+	eng  *engine.Engine
+	file *foldstore.Conversation
+	// prev is the previous request's messages, to find what it kept.
+	prev [][]byte
+	used time.Time
+}
+
+// journal makes a conversation's fold decisions durable in its file.
+type journal struct{ c *conversation }
+
+func (j journal) Commit(ev *engine.Event) error {
+	err := j.c.file.Commit(ev, func(id string) (string, bool) {
+		b, ok := j.c.eng.Live(id)
+		if !ok {
+			return "", false
+		}
+		return b.Text, true
+	})
+	if err != nil {
+		// Whatever reached the file must not replay as an event that took
+		// effect.
+		j.c.file.Record(engine.VoidEntry(ev.Seq))
+	}
+	return err
+}
+
+func (j journal) Unfold(ids []string) error {
+	return j.c.file.Record(engine.UnfoldEntry(ids))
+}
+
+// conversationKey names a request's conversation from the client's own
+// ids: Claude Code's session header, Codex's session header or
+// prompt_cache_key, opencode's session header. Without one, the
+// conversation's first two messages name it.
+func conversationKey(r *http.Request, req *codec.Request, body []byte) string {
+	for _, h := range []string{"x-claude-code-session-id", "session-id", "x-session-id"} {
+		if v := r.Header.Get(h); v != "" {
+			return h + ":" + v
+		}
+	}
+	if req.API == codec.Responses {
+		if top, err := rawjson.Object(body); err == nil {
+			if v, ok := rawjson.Get(top, "prompt_cache_key"); ok && rawjson.IsString(v) {
+				s, _ := rawjson.Unquote(v)
+				return "prompt_cache_key:" + s
+			}
+		}
+	}
+	h := sha256.New()
+	for i, m := range req.Messages {
+		if i == 2 {
+			break
+		}
+		h.Write(m)
+		h.Write([]byte{0})
+	}
+	return "prefix:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// declaresTools reports whether a body declares any tool: a request with
+// none (a title or summary request) is not the conversation's own turn.
+func declaresTools(body []byte) bool {
+	top, err := rawjson.Object(body)
+	if err != nil {
+		return false
+	}
+	v, ok := rawjson.Get(top, "tools")
+	if !ok {
+		return false
+	}
+	els, err := rawjson.Array(v)
+	return err == nil && len(els) > 0
+}
+
+// conversation returns the state of key, opening (and replaying) its file
+// when it is not held.
+func (f *Folder) conversation(api codec.API, key string) (*conversation, error) {
+	name := foldstore.FileName(string(api), key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.convs[name]; ok {
+		c.used = time.Now()
+		return c, nil
+	}
+	file, contents, err := f.store.Conversation(string(api), key)
+	if err != nil {
+		return nil, err
+	}
+	c := &conversation{eng: engine.New(engine.Config{}), file: file, used: time.Now()}
+	if len(contents.Entries) > 0 {
+		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
+			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
+		}
+	}
+	if len(f.convs) >= maxConversations {
+		f.evict()
+	}
+	f.convs[name] = c
+	return c, nil
+}
+
+// evict closes the least recently used conversation. f.mu is held.
+func (f *Folder) evict() {
+	var oldest string
+	var at time.Time
+	for k, c := range f.convs {
+		if oldest == "" || c.used.Before(at) {
+			oldest, at = k, c.used
+		}
+	}
+	c := f.convs[oldest]
+	delete(f.convs, oldest)
+	go func() { // after its request in flight, if any
+		c.mu.Lock()
+		c.file.Close()
+		c.mu.Unlock()
+	}()
+}
+
+// Fold returns the body to send for a request of api: the body with the
+// conversation's folds applied, or body itself when nothing applies or
+// anything fails (then why says so, for the log).
+func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out []byte, why string) {
+	defer func() {
+		// Fail open: a bug must cost this request its folds, nothing more.
+		if p := recover(); p != nil {
+			out, why = body, fmt.Sprintf("internal error: %v", p)
+		}
+	}()
+	if !declaresTools(body) {
+		return body, "declares no tools"
+	}
+	req, err := codec.Decode(api, body)
+	if err != nil {
+		return body, err.Error()
+	}
+	if req.Continued {
+		return body, "continues a conversation the provider holds"
+	}
+	c, err := f.conversation(api, conversationKey(r, req, body))
+	if err != nil {
+		return body, err.Error()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := journal{c}
+	if reqs, err := c.file.Requests(); err != nil {
+		f.log.Warn("could not read unfold requests", "file", c.file.Path(), "err", err)
+	} else {
+		for _, codes := range reqs {
+			if _, err := c.eng.Unfold(codes, j); err != nil {
+				f.log.Warn("an unfold request could not be recorded", "err", err)
+			}
+		}
+	}
+	keep := 0
+	for keep < len(c.prev) && keep < len(req.Messages) && bytes.Equal(c.prev[keep], req.Messages[keep]) {
+		keep++
+	}
+	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window}, j)
+	c.prev = req.Messages
+	if res.Rejected != nil {
+		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
+	}
+	out, err = req.Apply(c.eng.Substs(res.Placements))
+	if err != nil {
+		return body, err.Error()
+	}
+	if res.Event != nil {
+		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
+	}
+	return out, ""
+}
+
+// readBody reads a request body whole, within the proxy's limit.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := io.Copy(&buf, r.Body)
+	r.Body.Close()
+	return buf.Bytes(), err
+}
+
+// foldable reports whether the proxy may rewrite r's body: a JSON POST to
+// a route it knows, not content-encoded.
+func foldable(r *http.Request) (codec.API, bool) {
+	api, ok := foldRoutes[r.URL.Path]
+	if !ok || r.Method != http.MethodPost {
+		return "", false
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return "", false
+	}
+	return api, true
+}
+
+// setBody replaces r's body with b.
+func setBody(r *http.Request, b []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	r.TransferEncoding = nil
+}

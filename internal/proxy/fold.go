@@ -37,8 +37,8 @@ type Folder struct {
 	// window is the context window folding plans for, in tokens (0: the
 	// engine's default).
 	window int
-	mu    sync.Mutex
-	convs map[string]*conversation
+	mu     sync.Mutex
+	convs  map[string]*conversation
 }
 
 // NewFolder returns a Folder recording to store, planning for a context

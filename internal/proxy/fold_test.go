@@ -309,4 +309,3 @@ func TestSideRequestsPassThrough(t *testing.T) {
 		}
 	}
 }
-

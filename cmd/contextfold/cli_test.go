@@ -28,6 +28,7 @@ var flagsOf = map[string][]string{
 	"recall":  {"-grep", "-lines", "-search"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
+	"mcp":     {"-store"},
 	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window"},
 }
 

@@ -56,7 +56,7 @@ func commands() []command {
 				"debug lines too).",
 			serveCmd},
 		{"proxy", []form{
-			{"[-listen addr] [-anthropic URL] [-openai URL] [-fold]", "serve Claude Code, Codex and opencode through a local HTTP proxy"},
+			{"[-listen addr] [-anthropic URL] [-openai URL] [-store dir]", "serve Claude Code, Codex and opencode through a local HTTP proxy"},
 			{"gc [-store dir] [-older-than d]", "remove the proxy's records of conversations idle for a while"},
 		},
 			"Proxy runs a local HTTP proxy for coding agents that talk to their provider over HTTP: point " +
@@ -64,14 +64,21 @@ func commands() []command {
 				"Anthropic requests (/v1/messages, or any carrying anthropic-version) go to -anthropic, " +
 				"everything else to -openai, with the path and query unchanged. Only those two upstreams are " +
 				"ever contacted; headers pass through, keys are never logged, streams are forwarded as they " +
-				"arrive. The first line on stdout is the address it listens on. With -fold (experimental: the " +
-				"recall_folded and unfold tools over MCP are not built yet) it folds stale tool results of " +
-				"/v1/messages, /v1/responses and /v1/chat/completions requests, keeping each folded output " +
-				"and fold event in a per-conversation file under -store before the request is sent; 'proxy gc' " +
-				"removes the files of conversations idle longer than -older-than (30 days). Without -fold, " +
-				"requests are forwarded unchanged. CONTEXTFOLD_DEBUG=1 logs one line per request (method, path " +
-				"without query, status).",
+				"arrive. The first line on stdout is the address it listens on. It folds stale tool results of " +
+				"/v1/messages, /v1/responses and /v1/chat/completions requests, each conversation (named by " +
+				"the client's session id) on its own, and keeps each folded output and fold event in that " +
+				"conversation's file under -store before the request is sent; 'contextfold mcp' gives the " +
+				"model recall_folded and unfold over them. 'proxy gc' removes the files of conversations " +
+				"idle longer than -older-than (30 days). -fold=false forwards every request unchanged. " +
+				"CONTEXTFOLD_DEBUG=1 logs one line per request (method, path without query, status).",
 			proxyCmd},
+		{"mcp", []form{{"[-store dir]", "serve recall_folded and unfold over MCP (stdio) for proxied clients"}},
+			"Mcp is the MCP server a client started by its MCP configuration runs: it speaks MCP over stdin " +
+				"and stdout and offers recall_folded and unfold, with the arguments and answers of the Pi " +
+				"tools, over the fold record 'contextfold proxy -fold' keeps in -store. recall_folded reads a " +
+				"folded output back, checked against its fold-time sha256; unfold asks the proxy to send the " +
+				"block whole from the conversation's next request on.",
+			mcpCmd},
 		{"demo", []form{{"[-window N] [-svg file] [-every N]", "replay a bundled real session with and without folding"}},
 			"Demo replays a real Pi session bundled in the binary through context-fold and through raw " +
 				"(no folding): every n-th request's size, a fold event, a byte-exact recall, and the cost of " +

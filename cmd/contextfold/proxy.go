@@ -83,7 +83,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ant := fs.String("anthropic", defaultAnthropic, "Anthropic Messages upstream `URL`; request paths are appended to it")
 	oai := fs.String("openai", defaultOpenAI, "OpenAI Responses and Chat Completions upstream `URL`; request paths are appended to it")
 	maxBody := fs.Int64("max-body", proxy.DefaultMaxBody, "largest request body in `bytes`")
-	fold := fs.Bool("fold", false, "fold stale tool results (experimental: recall over MCP is not built yet)")
+	fold := fs.Bool("fold", true, "fold stale tool results; -fold=false forwards every request unchanged")
 	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {

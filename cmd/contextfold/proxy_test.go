@@ -22,12 +22,13 @@ func TestProxyCommand(t *testing.T) {
 		io.WriteString(w, "upstream saw "+r.Method+" "+r.URL.RequestURI())
 	}))
 	defer up.Close()
+	store := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	var stderr bytes.Buffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- runProxy(ctx, []string{"-listen", "127.0.0.1:0", "-anthropic", up.URL, "-openai", up.URL}, pw, &stderr)
+		exit <- runProxy(ctx, []string{"-listen", "127.0.0.1:0", "-anthropic", up.URL, "-openai", up.URL, "-store", store}, pw, &stderr)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -114,5 +115,20 @@ func TestProxyGC(t *testing.T) {
 	}
 	if code := run([]string{"proxy", "gc", "-older-than", "-1h"}, &out, &errb); code != 2 {
 		t.Errorf("negative age: exit %d", code)
+	}
+}
+
+// TestMCPCommand: the command serves the tools over stdin and stdout.
+func TestMCPCommand(t *testing.T) {
+	mcpStdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall_folded","arguments":{"codes":["abcdef"]}}}` + "\n")
+	defer func() { mcpStdin = os.Stdin }()
+	var out, errb bytes.Buffer
+	if code := run([]string{"mcp", "-store", t.TempDir()}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"protocolVersion":"2025-06-18"`) || !strings.Contains(lines[1], "no folded block with that code") {
+		t.Fatalf("stdout:\n%s", out.String())
 	}
 }

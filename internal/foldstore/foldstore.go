@@ -291,7 +291,8 @@ func (t Text) Verified(rec *registry.Record) bool {
 }
 
 // Records returns every fold record of the file's fold events, by code,
-// without voided events and without what later unfolds released.
+// without voided events. Unfolded blocks are among them: recall reads them
+// still (see Unfolded).
 func (c *Contents) Records() map[string]registry.Record {
 	void := map[int]bool{}
 	for _, en := range c.Entries {
@@ -307,6 +308,19 @@ func (c *Contents) Records() map[string]registry.Record {
 		for _, r := range en.Folds {
 			r.Seq = en.Seq
 			out[r.Code] = r
+		}
+	}
+	return out
+}
+
+// Unfolded returns the ids an unfold released.
+func (c *Contents) Unfolded() map[string]bool {
+	out := map[string]bool{}
+	for _, en := range c.Entries {
+		if en.Kind == engine.KindUnfold {
+			for _, id := range en.IDs {
+				out[id] = true
+			}
 		}
 	}
 	return out

@@ -59,6 +59,8 @@ const (
 	SourceFullOutput = "full output"
 	SourceLive       = "live block"
 	SourceParent     = "parent session"
+	// SourceStore is the proxy's own record of folded blocks (foldstore).
+	SourceStore = "context-fold record"
 )
 
 // Options are a recall's slicing parameters. Lines wins over Grep; neither

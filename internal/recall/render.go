@@ -31,6 +31,9 @@ func CompactedLabel(tool string) string {
 	return tool + " · " + SourceLedger + " (compacted out of view)"
 }
 
+// StoreLabel labels a block read from the proxy's record.
+func StoreLabel(tool string) string { return tool + " · " + SourceStore }
+
 // ParentLabel labels a block read from the session this one was handed off
 // from.
 func ParentLabel(tool string) string { return tool + " · " + SourceParent }

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/contextfold/contextfold/internal/mcp"
+	"github.com/contextfold/contextfold/internal/version"
+)
+
+// mcpStdin is where the MCP server reads its client (a variable for tests).
+var mcpStdin io.Reader = os.Stdin
+
+func mcpCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("mcp")
+	store := fs.String("store", "", "`directory` of the proxy's fold record (default: the user's state directory, contextfold/proxy)")
+	if exit, ok := parse(fs, args, stdout, stderr); !ok {
+		return exit
+	}
+	if fs.NArg() != 0 {
+		return wantArgs(stderr, "mcp", "no arguments", fs.Args())
+	}
+	dir, err := storeDir(*store)
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold mcp:", err)
+		return 1
+	}
+	level := slog.LevelWarn
+	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold mcp")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	srv := &mcp.Server{Name: "contextfold", Version: version.Number, Tools: mcp.Tools(dir), Log: log}
+	if err := srv.Serve(ctx, mcpStdin, stdout); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "contextfold mcp:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,199 @@
+package mcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/registry"
+)
+
+// session runs a server over pipes and returns a call function.
+func session(t *testing.T, s *Server) func(line string) map[string]any {
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), inR, outW); outW.Close() }()
+	t.Cleanup(func() {
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	br := bufio.NewReader(outR)
+	return func(line string) map[string]any {
+		t.Helper()
+		if _, err := inW.WriteString(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(line, `"id"`) {
+			return nil
+		}
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("answer %q: %v", l, err)
+		}
+		return m
+	}
+}
+
+var texts = map[string]string{
+	"r:call_1": "line one\nERROR: disk full\nline three\n",
+	"r:call_2": strings.Repeat("padding line\n", 50) + "needle here\n",
+}
+
+// fixture writes a store with one conversation that folded texts.
+func fixture(t *testing.T) (dir, path string) {
+	dir = t.TempDir()
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, _, err := st.Conversation("anthropic-messages", "session-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ev := &engine.Event{Seq: 1, Trigger: "budget"}
+	for _, id := range []string{"r:call_1", "r:call_2"} {
+		b, l := registry.Extent(texts[id])
+		ev.Folds = append(ev.Folds, registry.Record{ID: id, Code: digest.Code(id), Bytes: b, Lines: l, SHA256: registry.Sum(texts[id]), Tool: "Bash", Kind: "tool_result", Digest: "d"})
+	}
+	if err := c.Commit(ev, func(id string) (string, bool) { t, ok := texts[id]; return t, ok }); err != nil {
+		t.Fatal(err)
+	}
+	return dir, c.Path()
+}
+
+func textOf(t *testing.T, m map[string]any) (string, bool) {
+	t.Helper()
+	r, ok := m["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("no result: %v", m)
+	}
+	c := r["content"].([]any)[0].(map[string]any)
+	return c["text"].(string), r["isError"].(bool)
+}
+
+func call(name, args string) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
+}
+
+// TestProtocol: the handshake the three clients make, and the errors.
+func TestProtocol(t *testing.T) {
+	dir, _ := fixture(t)
+	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
+	// Claude Code probes first and falls back on "method not found".
+	if m := rpc(`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"protocolVersion":"2026-07-28"}}`); m["error"].(map[string]any)["code"].(float64) != codeNotFound || m["id"] != "server-discover-probe-1" {
+		t.Fatalf("discover: %v", m)
+	}
+	for _, v := range []string{"2025-11-25", "2025-06-18"} {
+		m := rpc(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+		r := m["result"].(map[string]any)
+		if r["protocolVersion"] != v || r["serverInfo"].(map[string]any)["name"] != "contextfold" {
+			t.Fatalf("initialize %s: %v", v, m)
+		}
+	}
+	if r := rpc(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}`)["result"].(map[string]any); r["protocolVersion"] != Versions[0] {
+		t.Fatalf("unknown version answered with %v", r["protocolVersion"])
+	}
+	rpc(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	rpc(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)
+	tools := rpc(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)["result"].(map[string]any)["tools"].([]any)
+	if len(tools) != 2 || tools[0].(map[string]any)["name"] != "recall_folded" || tools[1].(map[string]any)["name"] != "unfold" {
+		t.Fatalf("tools: %v", tools)
+	}
+	if _, ok := tools[0].(map[string]any)["inputSchema"].(map[string]any)["properties"].(map[string]any)["search"]; !ok {
+		t.Fatal("recall_folded declares no search argument")
+	}
+	if m := rpc(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); m["result"] == nil {
+		t.Fatalf("ping: %v", m)
+	}
+	for _, bad := range []string{`not json`, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, `{"jsonrpc":"1.0","id":4,"method":"ping"}`, call("nope", `{}`)} {
+		if m := rpc(bad + ` `); m != nil && m["error"] == nil {
+			t.Errorf("%s: no error: %v", bad, m)
+		}
+	}
+}
+
+// TestRecallAndUnfold: recall_folded serves the stored text byte for
+// byte, verified, sliced as asked; a tampered text is refused; unfold
+// appends the request the proxy applies.
+func TestRecallAndUnfold(t *testing.T) {
+	dir, path := fixture(t)
+	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
+	c1, c2 := digest.Code("r:call_1"), digest.Code("r:call_2")
+
+	text, isErr := textOf(t, rpc(call("recall_folded", `{"codes":["{#`+c1+` FOLDED}"]}`)))
+	if isErr || !strings.HasSuffix(text, "===\n"+texts["r:call_1"]) || !strings.Contains(text, "✓ "+c1+" — Bash · context-fold record · sha256 verified") {
+		t.Fatalf("whole recall:\n%s", text)
+	}
+	text, _ = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"],"grep":"error"}`)))
+	if !strings.Contains(text, "ERROR: disk full") || strings.Contains(text, "line three") {
+		t.Errorf("grep:\n%s", text)
+	}
+	text, _ = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"],"lines":"3-3"}`)))
+	if !strings.Contains(text, "line three") || strings.Contains(text, "line one") {
+		t.Errorf("lines:\n%s", text)
+	}
+	if text, isErr = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"],"lines":"abc"}`))); !isErr {
+		t.Errorf("malformed lines accepted:\n%s", text)
+	}
+	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"needle"}`)))
+	if !strings.Contains(text, c2) || !strings.Contains(text, "needle here") || strings.Contains(text, c1) {
+		t.Errorf("search:\n%s", text)
+	}
+	text, _ = textOf(t, rpc(call("recall_folded", `{"codes":["zzzzzz"]}`)))
+	if !strings.Contains(text, "✗ zzzzzz — no folded block with that code") {
+		t.Errorf("missing code:\n%s", text)
+	}
+	if _, isErr := textOf(t, rpc(call("recall_folded", `{"codes":"notalist"}`))); !isErr {
+		t.Error("bad arguments accepted")
+	}
+
+	text, isErr = textOf(t, rpc(call("unfold", `{"codes":["`+c2+`","zzzzzz"]}`)))
+	if isErr || !strings.Contains(text, "✓ "+c2) || !strings.Contains(text, "✗ zzzzzz") {
+		t.Fatalf("unfold:\n%s", text)
+	}
+	raw, _ := os.ReadFile(path)
+	if !strings.HasSuffix(string(raw), `{"t":"unfold-request","codes":["`+c2+`"]}`+"\n") {
+		t.Fatalf("no unfold request in the file:\n%s", raw[len(raw)-200:])
+	}
+
+	// A stored text that no longer matches its sha256 is not served.
+	tampered := strings.Replace(string(raw), "ERROR: disk full", "ERROR: disk fine", 1)
+	os.WriteFile(path, []byte(tampered), 0o600)
+	text, isErr = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"]}`)))
+	if !isErr || strings.Contains(text, "disk fine") || !strings.Contains(text, "⚠ "+c1) {
+		t.Fatalf("tampered text:\n%s", text)
+	}
+	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"disk"}`)))
+	if strings.Contains(text, "disk fine") || !strings.Contains(text, c1+" — not searched") {
+		t.Fatalf("tampered text searched:\n%s", text)
+	}
+}
+
+// TestTextsMatchPi: the tools say what the Pi extension's say.
+func TestTextsMatchPi(t *testing.T) {
+	ts, err := os.ReadFile(filepath.Join("..", "..", "extension", "tools.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{recallDescription, unfoldDescription, codesDescription, grepDescription, linesDescription, searchDescription, unfoldCodes} {
+		if !strings.Contains(string(ts), s) {
+			t.Errorf("extension/tools.ts does not say %q", s)
+		}
+	}
+}

@@ -33,6 +33,7 @@
 package codec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -62,11 +63,25 @@ type Request struct {
 	// Continued says the conversation continues one the provider holds
 	// (Responses previous_response_id): the body carries only its tail.
 	Continued bool
+	// Tools says the body declares at least one tool: a request without
+	// (a title or summary request) is not one of the conversation's turns.
+	Tools bool
+	// CacheKey is the body's prompt_cache_key (Responses), if any.
+	CacheKey string
 
 	body []byte
 	// spans[i] is where message i's replaceable output sits in body:
 	// [start, end) of the JSON value; start < 0 when there is none.
 	spans [][2]int
+	// conv is the offset of the conversation array in body; ends[k] is
+	// where its item k ends, msgs[k] how many messages items 0..k made,
+	// and open[k] whether an assistant message was still being gathered
+	// after item k (Responses), so decoding cannot resume there.
+	conv  int
+	ends  []int
+	msgs  []int
+	open  []bool
+	names map[string]string
 }
 
 // ErrNotConversation reports a body without the conversation array its API
@@ -76,58 +91,214 @@ var ErrNotConversation = errors.New("codec: body has no conversation")
 // Decode reads body as a request of api. Bodies that are not JSON objects
 // or lack their conversation array are errors; anything inside the array
 // that it does not know is kept as an unknown message (it never folds).
-func Decode(api API, body []byte) (*Request, error) {
-	top, err := rawjson.Object(body)
-	if err != nil {
-		return nil, fmt.Errorf("codec: %s body: %w", api, err)
+func Decode(api API, body []byte) (*Request, error) { return DecodeAfter(api, body, nil) }
+
+// DecodeAfter is Decode for the request that follows prev in the same
+// conversation (prev may be nil): the items of its conversation array that
+// are byte for byte prev's are not decoded again. A client resends its
+// whole conversation every request, so this is most of the body.
+func DecodeAfter(api API, body []byte, prev *Request) (*Request, error) {
+	switch api {
+	case Messages, Responses, Chat:
+	default:
+		return nil, fmt.Errorf("codec: unknown api %q", api)
 	}
-	r := &Request{API: api, body: body}
-	if m, ok := rawjson.Get(top, "model"); ok && rawjson.IsString(m) {
-		r.Model, _ = rawjson.Unquote(m)
-	}
+	r := &Request{API: api, body: body, conv: -1}
 	key := "messages"
 	if api == Responses {
 		key = "input"
-		if p, ok := rawjson.Get(top, "previous_response_id"); ok && !rawjson.IsNull(p) {
-			r.Continued = true
+	}
+	i := skip(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, fmt.Errorf("codec: %s body: not a JSON object", api)
+	}
+	i = skip(body, i+1)
+	convs := 0
+	for first := true; ; first = false {
+		if i < len(body) && body[i] == '}' {
+			i++
+			break
+		}
+		if !first {
+			if i >= len(body) || body[i] != ',' {
+				return nil, fmt.Errorf("codec: %s body: want , or } at offset %d", api, i)
+			}
+			i = skip(body, i+1)
+		}
+		if i >= len(body) || body[i] != '"' {
+			return nil, fmt.Errorf("codec: %s body: want a member name at offset %d", api, i)
+		}
+		ke, err := rawjson.ValueEnd(body, i)
+		if err != nil {
+			return nil, fmt.Errorf("codec: %s body: %w", api, err)
+		}
+		name, _ := rawjson.Unquote(body[i:ke])
+		i = skip(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return nil, fmt.Errorf("codec: %s body: want : at offset %d", api, i)
+		}
+		vs := skip(body, i+1)
+		var ve int
+		if name == key {
+			convs++
+			if convs > 1 {
+				return nil, fmt.Errorf("%w: %q appears twice", ErrNotConversation, key)
+			}
+			ve, err = r.conversation(body, vs, prev)
+		} else {
+			ve, err = rawjson.ValueEnd(body, vs)
+			if err == nil {
+				r.member(name, body[vs:ve])
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("codec: %s body: %w", api, err)
+		}
+		i = skip(body, ve)
+	}
+	if skip(body, i) != len(body) {
+		return nil, fmt.Errorf("codec: %s body: data after the object", api)
+	}
+	if convs == 0 {
+		return nil, fmt.Errorf("%w: no %q", ErrNotConversation, key)
+	}
+	return r, nil
+}
+
+// skip returns the offset of the first non-space byte at or after i.
+func skip(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// member notes a top-level member other than the conversation.
+func (r *Request) member(name string, v []byte) {
+	switch name {
+	case "model":
+		if rawjson.IsString(v) {
+			r.Model, _ = rawjson.Unquote(v)
+		}
+	case "previous_response_id":
+		r.Continued = r.API == Responses && !rawjson.IsNull(v)
+	case "tools":
+		r.Tools = len(v) > 1 && v[0] == '[' && v[skip(v, 1)] != ']'
+	case "prompt_cache_key":
+		if rawjson.IsString(v) {
+			r.CacheKey, _ = rawjson.Unquote(v)
 		}
 	}
-	conv, ok := only(top, key)
-	if !ok {
-		return nil, fmt.Errorf("%w: no single %q array", ErrNotConversation, key)
-	}
-	items, starts, err := rawjson.ArraySpans(conv.Value)
-	if err != nil {
-		if api == Responses && rawjson.IsString(conv.Value) {
-			// A string input is one user message.
-			s, _ := rawjson.Unquote(conv.Value)
-			r.add(userMsg(s), -1, -1)
-			return r, nil
+}
+
+// conversation decodes the conversation value at vs and returns its end.
+// Items before the first byte that differs from prev's body are taken
+// from prev.
+func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) {
+	if vs < len(body) && body[vs] == '"' && r.API == Responses {
+		// A string input is one user message.
+		ve, err := rawjson.ValueEnd(body, vs)
+		if err != nil {
+			return 0, err
 		}
-		return nil, fmt.Errorf("%w: %q is not an array", ErrNotConversation, key)
+		s, _ := rawjson.Unquote(body[vs:ve])
+		r.add(userMsg(s), -1, -1)
+		return ve, nil
 	}
+	if vs >= len(body) || body[vs] != '[' {
+		return 0, fmt.Errorf("%w: not an array", ErrNotConversation)
+	}
+	r.conv = vs
 	d := decoder{r: r, names: map[string]string{}}
-	for i, it := range items {
-		off := conv.Start + starts[i]
-		switch api {
-		case Messages:
-			d.message(it, off)
-		case Responses:
-			d.item(it, off)
-		case Chat:
-			d.chat(it, off)
-		default:
-			return nil, fmt.Errorf("codec: unknown api %q", api)
+	i := vs + 1
+	if k := reusable(body, vs, prev); k > 0 {
+		n := prev.msgs[k-1]
+		r.Messages = append(make([][]byte, 0, n+8), prev.Messages[:n]...)
+		r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
+		r.ends = append(make([]int, 0, k+8), prev.ends[:k]...)
+		r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
+		r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
+		for id, name := range prev.names {
+			d.names[id] = name // later calls' names too: ids are unique
 		}
+		i = r.ends[k-1]
+	}
+	for {
+		i = skip(body, i)
+		if i >= len(body) {
+			return 0, errors.New("unexpected end of input in the conversation")
+		}
+		if body[i] == ']' {
+			break
+		}
+		if len(r.ends) > 0 {
+			if body[i] != ',' {
+				return 0, fmt.Errorf("want , or ] at offset %d", i)
+			}
+			i = skip(body, i+1)
+		}
+		end, err := rawjson.ValueEnd(body, i)
+		if err != nil {
+			return 0, err
+		}
+		switch r.API {
+		case Messages:
+			d.message(body[i:end], i)
+		case Responses:
+			d.item(body[i:end], i)
+		case Chat:
+			d.chat(body[i:end], i)
+		}
+		r.ends = append(r.ends, end)
+		r.msgs = append(r.msgs, len(r.Messages))
+		r.open = append(r.open, len(d.parts) > 0)
+		i = end
 	}
 	d.flush()
-	return r, nil
+	r.names = d.names
+	return i + 1, nil
+}
+
+// reusable returns how many leading conversation items of prev body's
+// shares byte for byte, and at the same offset: those decode the same.
+func reusable(body []byte, vs int, prev *Request) int {
+	if prev == nil || prev.conv != vs || len(prev.ends) == 0 {
+		return 0
+	}
+	n := min(len(body), len(prev.body))
+	p := 0
+	// The common prefix, compared in large blocks first.
+	for p+4096 <= n && bytes.Equal(body[p:p+4096], prev.body[p:p+4096]) {
+		p += 4096
+	}
+	for p < n && body[p] == prev.body[p] {
+		p++
+	}
+	k := sort.SearchInts(prev.ends, p+1) // items ending at or before p
+	for k > 0 && prev.open[k-1] {
+		k--
+	}
+	return k
 }
 
 // Apply returns the body with subs applied: each names a tool-result
 // message (Part -1) and its digest. It fails, changing nothing, when a
 // substitution names anything else.
 func (r *Request) Apply(subs []apply.Subst) ([]byte, error) {
+	segs, n, err := r.Segments(subs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, n)
+	for _, s := range segs {
+		out = append(out, s...)
+	}
+	return out, nil
+}
+
+// Segments is Apply without the copy: the new body is the concatenation of
+// segs (n bytes), which alias the body Decode read.
+func (r *Request) Segments(subs []apply.Subst) (segs [][]byte, n int, err error) {
 	type edit struct {
 		start, end int
 		val        []byte
@@ -135,27 +306,24 @@ func (r *Request) Apply(subs []apply.Subst) ([]byte, error) {
 	edits := make([]edit, 0, len(subs))
 	for _, s := range subs {
 		if s.Msg < 0 || s.Msg >= len(r.spans) || s.Part != -1 || r.spans[s.Msg][0] < 0 {
-			return nil, fmt.Errorf("codec: substitution %d/%d has no replaceable output", s.Msg, s.Part)
+			return nil, 0, fmt.Errorf("codec: substitution %d/%d has no replaceable output", s.Msg, s.Part)
 		}
 		sp := r.spans[s.Msg]
 		edits = append(edits, edit{sp[0], sp[1], rawjson.Quote(nil, s.Text)})
 	}
 	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
-	size := len(r.body)
+	segs = make([][]byte, 0, 2*len(edits)+1)
+	at := 0
 	for i, e := range edits {
 		if i > 0 && e.start < edits[i-1].end {
-			return nil, errors.New("codec: overlapping substitutions")
+			return nil, 0, errors.New("codec: overlapping substitutions")
 		}
-		size += len(e.val) - (e.end - e.start)
-	}
-	out := make([]byte, 0, size)
-	at := 0
-	for _, e := range edits {
-		out = append(out, r.body[at:e.start]...)
-		out = append(out, e.val...)
+		segs = append(segs, r.body[at:e.start], e.val)
+		n += e.start - at + len(e.val)
 		at = e.end
 	}
-	return append(out, r.body[at:]...), nil
+	segs = append(segs, r.body[at:])
+	return segs, n + len(r.body) - at, nil
 }
 
 // Body is the body Decode read.

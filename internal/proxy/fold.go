@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	"github.com/contextfold/contextfold/internal/codec"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
 // foldRoutes are the requests a Folder rewrites, by path.
@@ -67,8 +67,8 @@ type conversation struct {
 	mu   sync.Mutex
 	eng  *engine.Engine
 	file *foldstore.Conversation
-	// prev is the previous request's messages, to find what it kept.
-	prev [][]byte
+	// prev is the previous request, to find what this one kept.
+	prev *codec.Request
 	used time.Time
 }
 
@@ -95,23 +95,22 @@ func (j journal) Unfold(ids []string) error {
 	return j.c.file.Record(engine.UnfoldEntry(ids))
 }
 
-// conversationKey names a request's conversation from the client's own
-// ids: Claude Code's session header, Codex's session header or
-// prompt_cache_key, opencode's session header. Without one, the
-// conversation's first two messages name it.
-func conversationKey(r *http.Request, req *codec.Request, body []byte) string {
+// headerKey names a request's conversation from the client's session
+// header: Claude Code's, Codex's, opencode's.
+func headerKey(r *http.Request) string {
 	for _, h := range []string{"x-claude-code-session-id", "session-id", "x-session-id"} {
 		if v := r.Header.Get(h); v != "" {
 			return h + ":" + v
 		}
 	}
-	if req.API == codec.Responses {
-		if top, err := rawjson.Object(body); err == nil {
-			if v, ok := rawjson.Get(top, "prompt_cache_key"); ok && rawjson.IsString(v) {
-				s, _ := rawjson.Unquote(v)
-				return "prompt_cache_key:" + s
-			}
-		}
+	return ""
+}
+
+// bodyKey names a conversation without a session header: by Codex's
+// prompt_cache_key, else by its first two messages.
+func bodyKey(req *codec.Request) string {
+	if req.CacheKey != "" {
+		return "prompt_cache_key:" + req.CacheKey
 	}
 	h := sha256.New()
 	for i, m := range req.Messages {
@@ -122,21 +121,6 @@ func conversationKey(r *http.Request, req *codec.Request, body []byte) string {
 		h.Write([]byte{0})
 	}
 	return "prefix:" + hex.EncodeToString(h.Sum(nil))
-}
-
-// declaresTools reports whether a body declares any tool: a request with
-// none (a title or summary request) is not the conversation's own turn.
-func declaresTools(body []byte) bool {
-	top, err := rawjson.Object(body)
-	if err != nil {
-		return false
-	}
-	v, ok := rawjson.Get(top, "tools")
-	if !ok {
-		return false
-	}
-	els, err := rawjson.Array(v)
-	return err == nil && len(els) > 0
 }
 
 // conversation returns the state of key, opening (and replaying) its file
@@ -184,32 +168,44 @@ func (f *Folder) evict() {
 	}()
 }
 
-// Fold returns the body to send for a request of api: the body with the
-// conversation's folds applied, or body itself when nothing applies or
-// anything fails (then why says so, for the log).
-func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out []byte, why string) {
+// Fold returns the body to send for a request of api, as segments to
+// concatenate: the body with the conversation's folds applied, or body
+// itself when nothing applies or anything fails (then why says so, for the
+// log).
+func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte, why string) {
 	defer func() {
 		// Fail open: a bug must cost this request its folds, nothing more.
 		if p := recover(); p != nil {
-			out, why = body, fmt.Sprintf("internal error: %v", p)
+			out, why = [][]byte{body}, fmt.Sprintf("internal error: %v", p)
 		}
 	}()
-	if !declaresTools(body) {
-		return body, "declares no tools"
+	unchanged := [][]byte{body}
+	var req *codec.Request
+	var err error
+	key := headerKey(r)
+	if key == "" {
+		if req, err = codec.Decode(api, body); err != nil {
+			return unchanged, err.Error()
+		}
+		key = bodyKey(req)
 	}
-	req, err := codec.Decode(api, body)
+	c, err := f.conversation(api, key)
 	if err != nil {
-		return body, err.Error()
-	}
-	if req.Continued {
-		return body, "continues a conversation the provider holds"
-	}
-	c, err := f.conversation(api, conversationKey(r, req, body))
-	if err != nil {
-		return body, err.Error()
+		return unchanged, err.Error()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if req == nil {
+		if req, err = codec.DecodeAfter(api, body, c.prev); err != nil {
+			return unchanged, err.Error()
+		}
+	}
+	switch {
+	case !req.Tools:
+		return unchanged, "declares no tools"
+	case req.Continued:
+		return unchanged, "continues a conversation the provider holds"
+	}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
 		f.log.Warn("could not read unfold requests", "file", c.file.Path(), "err", err)
@@ -221,22 +217,24 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out []byte, 
 		}
 	}
 	keep := 0
-	for keep < len(c.prev) && keep < len(req.Messages) && bytes.Equal(c.prev[keep], req.Messages[keep]) {
-		keep++
+	if c.prev != nil {
+		for keep < len(c.prev.Messages) && keep < len(req.Messages) && bytes.Equal(c.prev.Messages[keep], req.Messages[keep]) {
+			keep++
+		}
 	}
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window}, j)
-	c.prev = req.Messages
+	c.prev = req
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}
-	out, err = req.Apply(c.eng.Substs(res.Placements))
+	segs, _, err := req.Segments(c.eng.Substs(res.Placements))
 	if err != nil {
-		return body, err.Error()
+		return unchanged, err.Error()
 	}
 	if res.Event != nil {
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}
-	return out, ""
+	return segs, ""
 }
 
 // readBody reads a request body whole, within the proxy's limit.
@@ -263,11 +261,18 @@ func foldable(r *http.Request) (codec.API, bool) {
 	return api, true
 }
 
-// setBody replaces r's body with b.
-func setBody(r *http.Request, b []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.ContentLength = int64(len(b))
-	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+// setBody replaces r's body with the concatenation of segs.
+func setBody(r *http.Request, segs [][]byte) {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	r.GetBody = func() (io.ReadCloser, error) {
+		bufs := append(net.Buffers(nil), segs...)
+		return io.NopCloser(&bufs), nil
+	}
+	r.Body, _ = r.GetBody()
+	r.ContentLength = int64(n)
+	r.Header.Set("Content-Length", strconv.Itoa(n))
 	r.TransferEncoding = nil
 }

@@ -90,7 +90,7 @@ func locateClient(t *testing.T, envVar string) string {
 // clientPath is PATH for the clients, which run with nothing else from
 // this process's environment: Node's folder first (Codex's launcher is a
 // Node script), then the system folders (the shell tools need sh, seq).
-func clientPath(t *testing.T) string {
+func clientPath() string {
 	node := os.Getenv("CONTEXTFOLD_NODE")
 	if node == "" {
 		node, _ = exec.LookPath("node")
@@ -323,7 +323,7 @@ func runClient(t *testing.T, c client, viaProxy bool) clientResult {
 	d := newRunDir(t)
 	extra, args := c.prepare(t, d, origin)
 	env := map[string]string{
-		"PATH":   clientPath(t),
+		"PATH":   clientPath(),
 		"HOME":   d.Home,
 		"TMPDIR": d.Tmp,
 		"TERM":   "dumb",

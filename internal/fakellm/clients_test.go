@@ -220,7 +220,7 @@ func TestShellToolChoice(t *testing.T) {
 	}
 }
 
-// TestClientCommandOutput runs the commands: about 9 KB each, different per
+// TestClientCommandOutput runs the commands: about 10 KB each, different per
 // turn, ClientErrorLines ERROR lines, the marker last and not in the text.
 func TestClientCommandOutput(t *testing.T) {
 	if runtime.GOOS == "windows" {
@@ -239,7 +239,7 @@ func TestClientCommandOutput(t *testing.T) {
 		}
 		s := string(out)
 		lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-		if len(out) < 8000 || len(out) > 10000 || len(lines) != 121 {
+		if len(out) < 9000 || len(out) > 11000 || len(lines) != 121 {
 			t.Errorf("turn %d: %d bytes, %d lines", turn, len(out), len(lines))
 		}
 		if n := strings.Count(s, "ERROR: "); n != ClientErrorLines {

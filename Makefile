@@ -16,6 +16,10 @@ build:
 # .ci/setup-pi.sh installs them once and prints their paths.
 PI_ENV = eval "$$(.ci/setup-pi.sh)"
 
+# Claude Code, Codex and opencode (e2e/clients_test.go) live in .cache/clients/;
+# .ci/setup-clients.sh installs them once (with PI_ENV's Node) and prints their paths.
+CLIENTS_ENV = eval "$$(.ci/setup-clients.sh)"
+
 # Everything CI checks: Go (unit, fuzz seeds, golden, keyless end-to-end
 # against real Pi, the packed npm tarballs installed without Go), then the
 # TypeScript adapter (types and node tests).
@@ -33,7 +37,7 @@ cross:
 	CGO_ENABLED=0 GOOS=darwin GOARCH=amd64 $(GO) build -o /dev/null ./cmd/contextfold
 
 gotest: build dist
-	@$(PI_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" CONTEXTFOLD_DIST="$(CURDIR)/dist" $(GO) test -race -count=1 -timeout 40m ./...
+	@$(PI_ENV); $(CLIENTS_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" CONTEXTFOLD_DIST="$(CURDIR)/dist" $(GO) test -race -count=1 -timeout 40m ./...
 
 # dist/: one npm tarball per platform engine and the Pi package, with
 # SHA256SUMS (.ci/dist.sh). `make release` publishes them: a dry run unless

@@ -10,4 +10,10 @@
 //
 // Without CONTEXTFOLD_NODE and CONTEXTFOLD_PI_CLI the tests skip, unless
 // CONTEXTFOLD_E2E=1 (as CI sets it), in which case they fail.
+//
+// clients_test.go runs real Claude Code, Codex and opencode the same way,
+// directly against the fake and through `contextfold proxy`:
+//
+//	eval "$(.ci/setup-clients.sh)"  # exports CONTEXTFOLD_CLAUDE, _CODEX, _OPENCODE, _OPENCODE_SEED
+//	go test -race ./e2e -run Keyless
 package e2e

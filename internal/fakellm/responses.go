@@ -181,12 +181,16 @@ func (b *respBody) includesEncrypted() bool {
 
 // respItem is one input item.
 type respItem struct {
-	Type             string          `json:"type"`
-	Role             string          `json:"role"`
-	ID               string          `json:"id"`
-	CallID           string          `json:"call_id"`
-	Name             string          `json:"name"`
-	Arguments        *string         `json:"arguments"`
+	Type   string `json:"type"`
+	Role   string `json:"role"`
+	ID     string `json:"id"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Arguments is a JSON string on function_call items, but an object on
+	// Codex's tool_search_call items ({"query","limit"}, the shape the API
+	// streams for a client-executed tool_search and accepts replayed), so it
+	// is kept raw: a *string would reject a valid tool-search replay.
+	Arguments        json.RawMessage `json:"arguments"`
 	Input            *string         `json:"input"`
 	Content          json.RawMessage `json:"content"`
 	Output           json.RawMessage `json:"output"`
@@ -326,8 +330,8 @@ func ParseResponses(body []byte) (*Request, error) {
 			switch it.Type {
 			case "function_call":
 				args := ""
-				if it.Arguments != nil {
-					args = *it.Arguments
+				if len(it.Arguments) > 0 && json.Unmarshal(it.Arguments, &args) != nil {
+					return nil, fmt.Errorf("fakellm: input[%d]: function_call arguments must be a JSON string", k)
 				}
 				run.ToolCalls = append(run.ToolCalls, ToolCall{ID: it.CallID, Name: it.Name, Arguments: json.RawMessage(args)})
 			case "custom_tool_call":

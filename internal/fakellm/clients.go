@@ -1,0 +1,294 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ClientSession is a Script for sessions of real coding-agent CLIs (Claude
+// Code on the Anthropic route, Codex on the Responses route, opencode on
+// the Chat Completions route): a build-log session of Turns shell commands,
+// then a final text.
+//
+// The turn is derived from the request, not counted: turn = 1 + the number
+// of tool results already in the conversation (Role "tool" messages:
+// Anthropic tool_result blocks, Responses function_call_output and
+// custom_tool_call_output items, Chat "tool" messages). A retried request,
+// or a side request that carries the same conversation, gets the same
+// answer.
+//
+// For turns 1..Turns the model calls the client's shell tool, found by name
+// among the request's declared tools (ShellToolNames), with the arguments
+// built from that tool's JSON schema: ClientCommand(turn) in its command
+// field ("command", as a string or an argv array, or "cmd"), plus a value
+// for every other required field. After Turns the answer is FinalText. A
+// request that declares no shell tool (opencode's title request, with no
+// tools at all, or any request without one) gets SideText and no call.
+type ClientSession struct {
+	// Turns is the number of shell calls; 0 means 5.
+	Turns int
+	// FinalText is the last answer; "" means ClientFinal plus a sentence.
+	FinalText string
+	// SideText answers requests without a shell tool; "" means ClientSideText.
+	SideText string
+}
+
+// ClientFinal is the token every ClientSession final answer starts with.
+const ClientFinal = "FINAL_ANSWER_OK"
+
+// ClientSideText is the default answer to a request without a shell tool.
+const ClientSideText = "Fake side reply"
+
+// ShellToolNames are the shell tools ClientSession looks for, in order of
+// preference: Claude Code's "Bash", Codex's "exec_command", opencode's (and
+// Pi's) "bash", and two other names clients use for the same tool.
+var ShellToolNames = []string{"Bash", "exec_command", "bash", "shell", "shell_command"}
+
+// ClientErrorLines is how many "ERROR:" lines ClientCommand's output has.
+const ClientErrorLines = 4
+
+// ClientCommand is the shell command of a turn. Its output is 121 lines,
+// about 10 KB (9,990 bytes for turns 1-9), different for every turn: 120 numbered build-log lines of
+// which ClientErrorLines (every 30th) are "ERROR: turn N step I failed: ..."
+// lines, then ClientMarker(turn). The marker's number is computed by the
+// shell, so the marker text is not in the command: finding it in a later
+// request proves the command's output came back. POSIX sh (seq, $((...))),
+// so any of the clients' shells runs it.
+func ClientCommand(turn int) string {
+	return fmt.Sprintf(`for i in $(seq 1 120); do if [ $((i %% 30)) -eq 0 ]; then `+
+		`echo "ERROR: turn %[1]d step $i failed: disk quota exceeded on /var/tmp/build-%[1]d-$i"; else `+
+		`echo "INFO: turn %[1]d step $i ok - compiled pkg/mod_%[1]d/file_$i.o in 0.0${i}s (padding padding)"; fi; done; `+
+		`echo "SUMMARY: turn %[1]d: $((7000 + 100 * %[1]d + 14)) ok, %[2]d errors"`, turn, ClientErrorLines)
+}
+
+// ClientMarker is the last line ClientCommand(turn) prints, e.g.
+// "SUMMARY: turn 3: 7314 ok, 4 errors".
+func ClientMarker(turn int) string {
+	return fmt.Sprintf("SUMMARY: turn %d: %d ok, %d errors", turn, 7000+100*turn+14, ClientErrorLines)
+}
+
+// ClientTurn is the turn of a request: 1 + the tool results in it.
+func ClientTurn(req *Request) int {
+	n := 1
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			n++
+		}
+	}
+	return n
+}
+
+// ToolDecl is one tool a request declares, with its parameter schema.
+type ToolDecl struct {
+	// Name is the tool's name.
+	Name string
+	// Type is the declared type: "" or "custom" on the Anthropic route for
+	// plain tools (server tools have their own), "function" on the OpenAI
+	// routes, or e.g. "custom", "namespace", "tool_search" on Responses.
+	Type string
+	// Schema is the JSON schema of the arguments (Anthropic input_schema,
+	// Chat function.parameters, Responses parameters); nil when none.
+	Schema json.RawMessage
+}
+
+// DeclaredTools returns the tools a request declares, in order, with their
+// schemas, read from the raw body of its route.
+func DeclaredTools(req *Request) ([]ToolDecl, error) {
+	var w struct {
+		Tools []struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Function    *struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(req.Body, &w); err != nil {
+		return nil, fmt.Errorf("fakellm: tools: %w", err)
+	}
+	out := make([]ToolDecl, 0, len(w.Tools))
+	for _, t := range w.Tools {
+		d := ToolDecl{Name: t.Name, Type: t.Type}
+		switch {
+		case req.API == Anthropic:
+			d.Schema = t.InputSchema
+		case t.Function != nil:
+			d.Name, d.Schema = t.Function.Name, t.Function.Parameters
+		default:
+			d.Schema = t.Parameters
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ShellTool returns the request's shell tool: the first of ShellToolNames
+// it declares as a plain function tool.
+func ShellTool(req *Request) (ToolDecl, bool) {
+	tools, err := DeclaredTools(req)
+	if err != nil {
+		return ToolDecl{}, false
+	}
+	for _, name := range ShellToolNames {
+		for _, t := range tools {
+			if t.Name != name {
+				continue
+			}
+			switch t.Type {
+			case "", "function", "custom":
+				if req.API == Responses && t.Type == "custom" {
+					continue // a freeform tool: its input is no JSON object
+				}
+				return t, true
+			}
+		}
+	}
+	return ToolDecl{}, false
+}
+
+// ShellArgs builds the arguments of a call of tool running command, from
+// the tool's schema: the command goes into "command" (a string, or
+// ["bash","-lc",command] when the schema says array) or, when the schema has
+// no "command" but has "cmd", into "cmd"; every other required property
+// gets a plain value of its type (a short text for strings such as Codex's
+// "justification" or a "description").
+func ShellArgs(tool ToolDecl, command string) json.RawMessage {
+	var schema struct {
+		Properties map[string]struct {
+			Type    any      `json:"type"`
+			Minimum *float64 `json:"minimum"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	json.Unmarshal(tool.Schema, &schema)
+	args := map[string]any{}
+	cmd, hasCommand := schema.Properties["command"]
+	_, hasCmd := schema.Properties["cmd"]
+	switch {
+	case hasCommand && schemaType(cmd.Type) == "array":
+		args["command"] = []string{"bash", "-lc", command}
+	case !hasCommand && hasCmd:
+		args["cmd"] = command
+	default:
+		args["command"] = command
+	}
+	for _, r := range schema.Required {
+		if _, ok := args[r]; ok {
+			continue
+		}
+		p := schema.Properties[r]
+		switch schemaType(p.Type) {
+		case "number", "integer":
+			v := 1.0
+			if p.Minimum != nil && *p.Minimum > v {
+				v = *p.Minimum
+			}
+			args[r] = v
+		case "boolean":
+			args[r] = false
+		case "array":
+			args[r] = []any{}
+		case "object":
+			args[r] = map[string]any{}
+		default:
+			args[r] = "Run the scripted build step"
+		}
+	}
+	b, _ := json.Marshal(args) // sorted keys: deterministic
+	return b
+}
+
+// schemaType returns a schema "type": the string, or the first non-"null"
+// entry of a type list.
+func schemaType(t any) string {
+	switch v := t.(type) {
+	case string:
+		return v
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok && s != "null" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// Reply implements Script.
+func (s *ClientSession) Reply(req *Request) Reply {
+	shell, ok := ShellTool(req)
+	if !ok {
+		return Reply{Text: s.side()}
+	}
+	turn := ClientTurn(req)
+	if turn > s.turns() {
+		return Reply{Text: s.final()}
+	}
+	return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommand(turn))}}}
+}
+
+// Summary implements Summarizer: a request without tools gets SideText.
+func (s *ClientSession) Summary(req *Request) string { return s.side() }
+
+func (s *ClientSession) turns() int {
+	if s.Turns <= 0 {
+		return 5
+	}
+	return s.Turns
+}
+
+func (s *ClientSession) final() string {
+	if s.FinalText != "" {
+		return s.FinalText
+	}
+	return fmt.Sprintf("%s: %d build steps ran; each printed %d ERROR lines.", ClientFinal, s.turns(), ClientErrorLines)
+}
+
+func (s *ClientSession) side() string {
+	if s.SideText != "" {
+		return s.SideText
+	}
+	return ClientSideText
+}
+
+// ClientMarkers reports, for each turn 1..turns, the Seq of the first
+// request after the one that asked for that turn's command whose tool
+// results hold ClientMarker(turn), or 0 when none does. A request "asked
+// for" turn t when its ClientTurn is t and the script answered with a
+// call; requests that failed (status not 200) are skipped.
+func ClientMarkers(reqs []Recorded, turns int) []int {
+	out := make([]int, turns)
+	for t := 1; t <= turns; t++ {
+		asked := 0
+		for i := range reqs {
+			r := &reqs[i]
+			if r.Status == 200 && len(r.Reply.ToolCalls) > 0 && ClientTurn(&r.Request) == t {
+				asked = r.Seq
+				break
+			}
+		}
+		if asked == 0 {
+			continue
+		}
+		marker := ClientMarker(t)
+		for i := range reqs {
+			r := &reqs[i]
+			if r.Seq <= asked {
+				continue
+			}
+			found := false
+			for _, m := range r.Messages {
+				found = found || (m.Role == "tool" && strings.Contains(m.Content, marker))
+			}
+			if found {
+				out[t-1] = r.Seq
+				break
+			}
+		}
+	}
+	return out
+}

@@ -307,7 +307,6 @@ func runClient(t *testing.T, c client, viaProxy bool) clientResult {
 	t.Helper()
 	bin := locateClient(t, c.binEnv)
 	if viaProxy {
-		requireProxy(t) // skip before anything starts
 	}
 	fake, err := fakellm.Start(&fakellm.ClientSession{Turns: clientTurns}, fakellm.Options{})
 	if err != nil {
@@ -471,18 +470,6 @@ func proxyBinary(t *testing.T) string {
 	return EngineBinary(t)
 }
 
-// requireProxy returns the contextfold binary for the proxy subtests; it
-// skips the test when that binary has no proxy command yet.
-// TODO(issue 14): remove the skip once `contextfold proxy` is merged.
-func requireProxy(t *testing.T) string {
-	t.Helper()
-	bin := proxyBinary(t)
-	if out, err := exec.Command(bin, "proxy", "-h").CombinedOutput(); err != nil {
-		t.Skipf("e2e: %s has no proxy command yet (`proxy -h`: %v: %s)", bin, err, strings.TrimSpace(tail(string(out), 200)))
-	}
-	return bin
-}
-
 // proxyListening is the first line `contextfold proxy` prints.
 const proxyListening = "contextfold proxy listening on "
 
@@ -490,16 +477,17 @@ const proxyListening = "contextfold proxy listening on "
 // origin, or any URL on it) and returns the proxy's base URL,
 // "http://127.0.0.1:PORT". The proxy forwards a request's path unchanged
 // onto the upstream origin, for the Anthropic and the OpenAI routes alike.
-// It is stopped when the test ends.
-func startProxy(t *testing.T, fakeURL string) string {
+// It is stopped when the test ends. Its fold record is under a temporary
+// directory; args are more flags.
+func startProxy(t *testing.T, fakeURL string, args ...string) string {
 	t.Helper()
-	bin := requireProxy(t)
+	bin := proxyBinary(t)
 	u, err := url.Parse(fakeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	origin := u.Scheme + "://" + u.Host
-	cmd := exec.Command(bin, "proxy", "-listen", "127.0.0.1:0", "-anthropic", origin, "-openai", origin)
+	cmd := exec.Command(bin, append([]string{"proxy", "-listen", "127.0.0.1:0", "-anthropic", origin, "-openai", origin, "-store", t.TempDir()}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -142,8 +142,9 @@ type client struct {
 	binEnv string
 	// prepare writes the client's config into d and returns its
 	// environment (besides PATH, HOME, TMPDIR, TERM, LANG) and arguments;
-	// origin is "http://127.0.0.1:PORT" of the server the client talks to.
-	prepare func(t *testing.T, d runDir, origin string) (env map[string]string, args []string)
+	// origin is "http://127.0.0.1:PORT" of the server the client talks to,
+	// mcp the argv of context-fold's MCP server to configure (nil: none).
+	prepare func(t *testing.T, d runDir, origin string, mcp []string) (env map[string]string, args []string)
 }
 
 // claudeCode: `claude -p` with stream-json output. The key only has to be
@@ -157,7 +158,7 @@ type client struct {
 var claudeCode = client{
 	name:   "claude",
 	binEnv: "CONTEXTFOLD_CLAUDE",
-	prepare: func(t *testing.T, d runDir, origin string) (map[string]string, []string) {
+	prepare: func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
 		env := map[string]string{
 			"CLAUDE_CODE_TMPDIR":                       d.Tmp,
 			"CLAUDE_CONFIG_DIR":                        filepath.Join(d.Home, ".claude"),
@@ -169,8 +170,18 @@ var claudeCode = client{
 			"DISABLE_ERROR_REPORTING":                  "1",
 			"DISABLE_BUG_COMMAND":                      "1",
 		}
-		args := []string{"-p", clientPrompt, "--allowedTools", "Bash",
-			"--output-format", "stream-json", "--verbose", "--debug-file", filepath.Join(d.Root, "claude-debug.log")}
+		allowed := "Bash"
+		var mcpArgs []string
+		if mcp != nil {
+			cfg := filepath.Join(d.Root, "mcp.json")
+			writeJSONFile(t, cfg, map[string]any{"mcpServers": map[string]any{"contextfold": map[string]any{"type": "stdio", "command": mcp[0], "args": mcp[1:]}}})
+			mcpArgs = []string{"--mcp-config", cfg, "--strict-mcp-config"}
+			allowed += " mcp__contextfold__recall_folded mcp__contextfold__unfold"
+			// MCP tools are otherwise deferred behind ToolSearch.
+			env["ENABLE_TOOL_SEARCH"] = "false"
+		}
+		args := append([]string{"-p", clientPrompt, "--allowedTools", allowed,
+			"--output-format", "stream-json", "--verbose", "--debug-file", filepath.Join(d.Root, "claude-debug.log")}, mcpArgs...)
 		return env, args
 	},
 }
@@ -184,9 +195,18 @@ var claudeCode = client{
 var codex = client{
 	name:   "codex",
 	binEnv: "CONTEXTFOLD_CODEX",
-	prepare: func(t *testing.T, d runDir, origin string) (map[string]string, []string) {
+	prepare: func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
 		codexHome := filepath.Join(d.Home, ".codex")
-		writeFile(t, filepath.Join(codexHome, "config.toml"), `model = "gpt-5.5"
+		model, servers := "gpt-5.5", ""
+		if mcp != nil {
+			// A model outside the bundled catalog gets its MCP tools
+			// declared up front instead of behind tool_search.
+			model = "fake-model"
+			q, _ := json.Marshal(mcp[0])
+			a, _ := json.Marshal(mcp[1:])
+			servers = "\n[mcp_servers.contextfold]\ncommand = " + string(q) + "\nargs = " + string(a) + "\n"
+		}
+		writeFile(t, filepath.Join(codexHome, "config.toml"), `model = "`+model+`"
 model_provider = "fake"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -203,7 +223,7 @@ name = "Fake"
 base_url = "`+origin+`/v1"
 env_key = "FAKE_OPENAI_API_KEY"
 wire_api = "responses"
-`)
+`+servers)
 		env := map[string]string{
 			"CODEX_HOME":          codexHome,
 			"FAKE_OPENAI_API_KEY": "sk-fake-key-for-local-tests",
@@ -225,10 +245,10 @@ wire_api = "responses"
 var opencode = client{
 	name:   "opencode",
 	binEnv: "CONTEXTFOLD_OPENCODE",
-	prepare: func(t *testing.T, d runDir, origin string) (map[string]string, []string) {
+	prepare: func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
 		seed := locateClient(t, "CONTEXTFOLD_OPENCODE_SEED")
 		cfg := filepath.Join(d.Root, "opencode.json")
-		writeJSONFile(t, cfg, map[string]any{
+		conf := map[string]any{
 			"$schema":     "https://opencode.ai/config.json",
 			"model":       "fake/fake-model",
 			"small_model": "fake/fake-model",
@@ -241,7 +261,11 @@ var opencode = client{
 				"models": map[string]any{"fake-model": map[string]any{
 					"name": "Fake Model", "tool_call": true, "limit": map[string]any{"context": 200000, "output": 32000}}},
 			}},
-		})
+		}
+		if mcp != nil {
+			conf["mcp"] = map[string]any{"contextfold": map[string]any{"type": "local", "enabled": true, "command": mcp}}
+		}
+		writeJSONFile(t, cfg, conf)
 		confHome := filepath.Join(d.Home, ".config")
 		if err := os.MkdirAll(confHome, 0o755); err != nil {
 			t.Fatal(err)
@@ -304,11 +328,28 @@ type clientResult struct {
 // runClient runs one scripted session of c, against the fake directly or,
 // with viaProxy, through the tap and the contextfold proxy.
 func runClient(t *testing.T, c client, viaProxy bool) clientResult {
+	return runSession(t, c, runOpts{session: fakellm.ClientSession{Turns: clientTurns}, proxy: viaProxy})
+}
+
+// runOpts are how runSession runs a client.
+type runOpts struct {
+	session fakellm.ClientSession
+	// proxy puts the tap and contextfold proxy in between, with proxyArgs
+	// and its fold record in store ("" : a temporary directory).
+	proxy     bool
+	proxyArgs []string
+	store     string
+	// mcp configures the client with `contextfold mcp -store <store>`.
+	mcp bool
+}
+
+// runSession runs one scripted session of c as o says.
+func runSession(t *testing.T, c client, o runOpts) clientResult {
 	t.Helper()
+	viaProxy := o.proxy
 	bin := locateClient(t, c.binEnv)
-	if viaProxy {
-	}
-	fake, err := fakellm.Start(&fakellm.ClientSession{Turns: clientTurns}, fakellm.Options{})
+	sess := o.session
+	fake, err := fakellm.Start(&sess, fakellm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,11 +357,19 @@ func runClient(t *testing.T, c client, viaProxy bool) clientResult {
 	origin := fake.AnthropicURL() // http://127.0.0.1:PORT: the clients add /v1/...
 	var tp *tap
 	if viaProxy {
-		tp = newTap(t, startProxy(t, origin))
+		args := o.proxyArgs
+		if o.store != "" {
+			args = append(append([]string(nil), args...), "-store", o.store) // the last -store counts
+		}
+		tp = newTap(t, startProxy(t, origin, args...))
 		origin = tp.URL()
 	}
+	var mcp []string
+	if o.mcp {
+		mcp = []string{proxyBinary(t), "mcp", "-store", o.store}
+	}
 	d := newRunDir(t)
-	extra, args := c.prepare(t, d, origin)
+	extra, args := c.prepare(t, d, origin, mcp)
 	env := map[string]string{
 		"PATH":   clientPath(),
 		"HOME":   d.Home,

@@ -3,6 +3,7 @@ package fakellm
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -32,7 +33,19 @@ type ClientSession struct {
 	FinalText string
 	// SideText answers requests without a shell tool; "" means ClientSideText.
 	SideText string
+	// Lines is the number of build-log lines of each output (0: 120).
+	Lines int
+	// Recall, after the shell turns, calls two MCP tools of context-fold's
+	// on the first {#code FOLDED} tag among the request's tool results:
+	// recall_folded {"codes":[code]}, then unfold {"codes":[code]}, then
+	// gives the final text. Without a tag, or without the tool, the final
+	// text comes at once, starting with ClientNoFold.
+	Recall bool
 }
+
+// ClientNoFold starts the final text of a Recall session that found no
+// folded block, or no recall tool, to call.
+const ClientNoFold = "NO_FOLD_TO_RECALL"
 
 // ClientFinal is the token every ClientSession final answer starts with.
 const ClientFinal = "FINAL_ANSWER_OK"
@@ -55,17 +68,23 @@ const ClientErrorLines = 4
 // shell, so the marker text is not in the command: finding it in a later
 // request proves the command's output came back. POSIX sh (seq, $((...))),
 // so any of the clients' shells runs it.
-func ClientCommand(turn int) string {
-	return fmt.Sprintf(`for i in $(seq 1 120); do if [ $((i %% 30)) -eq 0 ]; then `+
+func ClientCommand(turn int) string { return ClientCommandN(turn, 120) }
+
+// ClientCommandN is ClientCommand with lines build-log lines.
+func ClientCommandN(turn, lines int) string {
+	return fmt.Sprintf(`for i in $(seq 1 %[3]d); do if [ $((i %% 30)) -eq 0 ]; then `+
 		`echo "ERROR: turn %[1]d step $i failed: disk quota exceeded on /var/tmp/build-%[1]d-$i"; else `+
 		`echo "INFO: turn %[1]d step $i ok - compiled pkg/mod_%[1]d/file_$i.o in 0.0${i}s (padding padding)"; fi; done; `+
-		`echo "SUMMARY: turn %[1]d: $((7000 + 100 * %[1]d + 14)) ok, %[2]d errors"`, turn, ClientErrorLines)
+		`echo "SUMMARY: turn %[1]d: $((7000 + 100 * %[1]d + 14)) ok, %[2]d errors"`, turn, lines/30, lines)
 }
 
 // ClientMarker is the last line ClientCommand(turn) prints, e.g.
 // "SUMMARY: turn 3: 7314 ok, 4 errors".
-func ClientMarker(turn int) string {
-	return fmt.Sprintf("SUMMARY: turn %d: %d ok, %d errors", turn, 7000+100*turn+14, ClientErrorLines)
+func ClientMarker(turn int) string { return ClientMarkerN(turn, 120) }
+
+// ClientMarkerN is the last line ClientCommandN(turn, lines) prints.
+func ClientMarkerN(turn, lines int) string {
+	return fmt.Sprintf("SUMMARY: turn %d: %d ok, %d errors", turn, 7000+100*turn+14, lines/30)
 }
 
 // ClientTurn is the turn of a request: 1 + the tool results in it.
@@ -225,10 +244,102 @@ func (s *ClientSession) Reply(req *Request) Reply {
 		return Reply{Text: s.side()}
 	}
 	turn := ClientTurn(req)
-	if turn > s.turns() {
-		return Reply{Text: s.final()}
+	if turn <= s.turns() {
+		return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}
 	}
-	return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommand(turn))}}}
+	if s.Recall {
+		switch turn - s.turns() {
+		case 1, 2:
+			name := "recall_folded"
+			code := FirstFoldCode(req)
+			if turn-s.turns() == 2 {
+				name, code = "unfold", s.recalled(req)
+			}
+			tc, ok := MCPTool(req, name)
+			if !ok || code == "" {
+				return Reply{Text: fmt.Sprintf("%s: no %s tool or no folded block", ClientNoFold, name)}
+			}
+			tc.Arguments = json.RawMessage(`{"codes":["` + code + `"]}`)
+			return Reply{ToolCalls: []ToolCall{tc}}
+		}
+	}
+	return Reply{Text: s.final()}
+}
+
+func (s *ClientSession) lines() int {
+	if s.Lines <= 0 {
+		return 120
+	}
+	return s.Lines
+}
+
+var foldTagRE = regexp.MustCompile(`\{#([0-9a-z]+) FOLDED\}`)
+
+// FirstFoldCode returns the code of the first {#code FOLDED} tag among the
+// request's tool results, or "".
+func FirstFoldCode(req *Request) string {
+	for _, m := range req.Messages {
+		if m.Role != "tool" {
+			continue
+		}
+		if sub := foldTagRE.FindStringSubmatch(m.Content); sub != nil {
+			return sub[1]
+		}
+	}
+	return ""
+}
+
+// recalled returns the code the session's recall_folded call asked for.
+func (s *ClientSession) recalled(req *Request) string {
+	for _, tc := range req.ToolCallsSeen() {
+		if strings.HasSuffix(tc.Name, "recall_folded") {
+			var a struct{ Codes []string }
+			if json.Unmarshal(tc.Arguments, &a) == nil && len(a.Codes) == 1 {
+				return a.Codes[0]
+			}
+		}
+	}
+	return ""
+}
+
+// MCPTool finds the request's declaration of MCP tool name, as each client
+// names it: Claude Code "mcp__<server>__<name>", opencode
+// "<server>_<name>", Codex a tool <name> inside a namespace tool
+// "mcp__<server>".
+func MCPTool(req *Request, name string) (ToolCall, bool) {
+	var w struct {
+		Tools []struct {
+			Type     string `json:"type"`
+			Name     string `json:"name"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(req.Body, &w) != nil {
+		return ToolCall{}, false
+	}
+	for _, t := range w.Tools {
+		n := t.Name
+		if t.Function != nil {
+			n = t.Function.Name
+		}
+		if t.Type == "namespace" {
+			for _, in := range t.Tools {
+				if in.Name == name {
+					return ToolCall{Name: name, Namespace: t.Name}, true
+				}
+			}
+			continue
+		}
+		if n != name && (strings.HasSuffix(n, "__"+name) || strings.HasSuffix(n, "_"+name)) {
+			return ToolCall{Name: n}, true
+		}
+	}
+	return ToolCall{}, false
 }
 
 // Summary implements Summarizer: a request without tools gets SideText.

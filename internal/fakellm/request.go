@@ -38,6 +38,9 @@ type ToolCall struct {
 	// {"command":"ls"}. On the OpenAI wire it travels as a JSON string; here
 	// it is the text inside that string. In a Reply, empty means {}.
 	Arguments json.RawMessage
+	// Namespace is the namespace of a Responses tool declared inside a
+	// namespace tool (Codex's MCP tools: "mcp__<server>"); "" for others.
+	Namespace string
 }
 
 // Message is the parsed, protocol-neutral view of one request message.

@@ -493,6 +493,7 @@ type (
 		Arguments string `json:"arguments"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
+		Namespace string `json:"namespace,omitempty"`
 	}
 )
 
@@ -718,7 +719,7 @@ func respOutput(rec *Recorded) []any {
 	}
 	for i, tc := range r.ToolCalls {
 		out = append(out, respCallOut{ID: respCallID(rec.Seq, i), Type: "function_call", Status: "completed",
-			Arguments: string(tc.Arguments), CallID: tc.ID, Name: tc.Name})
+			Arguments: string(tc.Arguments), CallID: tc.ID, Name: tc.Name, Namespace: tc.Namespace})
 	}
 	return out
 }

@@ -33,6 +33,10 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_BENCH", "tests: run the benchmarks"},
 	{"CONTEXTFOLD_DIST", "tests: the packaged distribution to test"},
 	{"CONTEXTFOLD_PROBE", "e2e: the harness's environment probe"},
+	{"CONTEXTFOLD_CLAUDE", "tests: the Claude Code binary (.ci/setup-clients.sh)"},
+	{"CONTEXTFOLD_CODEX", "tests: the Codex binary (.ci/setup-clients.sh)"},
+	{"CONTEXTFOLD_OPENCODE", "tests: the opencode binary (.ci/setup-clients.sh)"},
+	{"CONTEXTFOLD_OPENCODE_SEED", "tests: opencode's pre-installed config directory"},
 }
 
 // KnownEnv returns every CONTEXTFOLD_* name context-fold reads, knobs

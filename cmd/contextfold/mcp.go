@@ -30,10 +30,7 @@ func mcpCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contextfold mcp:", err)
 		return 1
 	}
-	level := slog.LevelWarn
-	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
-		level = slog.LevelDebug
-	}
+	level := logLevel(slog.LevelWarn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold mcp")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -112,10 +112,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *window < 0 {
 		return usageError(stderr, "proxy", "-window %d: want a number of tokens", *window)
 	}
-	level := slog.LevelInfo
-	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
-		level = slog.LevelDebug
-	}
+	level := logLevel(slog.LevelInfo)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold proxy")
 	cfg.Log = log
 	if *fold {

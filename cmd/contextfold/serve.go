@@ -16,6 +16,14 @@ import (
 	"github.com/contextfold/contextfold/internal/version"
 )
 
+// logLevel is dflt, or debug when CONTEXTFOLD_DEBUG is 1 or true.
+func logLevel(dflt slog.Level) slog.Level {
+	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
+		return slog.LevelDebug
+	}
+	return dflt
+}
+
 // serveCmd runs the engine service on stdin/stdout for the Pi adapter. It
 // exits when stdin closes, so the engine never outlives its Pi process.
 //
@@ -29,10 +37,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		return wantArgs(stderr, "serve", "no arguments", fs.Args())
 	}
-	level := slog.LevelWarn
-	if v := os.Getenv("CONTEXTFOLD_DEBUG"); v == "1" || v == "true" {
-		level = slog.LevelDebug
-	}
+	level := logLevel(slog.LevelWarn)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -326,9 +326,6 @@ func (r *Request) Segments(subs []apply.Subst) (segs [][]byte, n int, err error)
 	return segs, n + len(r.body) - at, nil
 }
 
-// Body is the body Decode read.
-func (r *Request) Body() []byte { return r.body }
-
 func (r *Request) add(msg []byte, start, end int) {
 	r.Messages = append(r.Messages, msg)
 	r.spans = append(r.spans, [2]int{start, end})

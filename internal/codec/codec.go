@@ -68,20 +68,33 @@ type Request struct {
 	Tools bool
 	// CacheKey is the body's prompt_cache_key (Responses), if any.
 	CacheKey string
+	// DropBlock says the body asks the provider to drop thinking that fails
+	// its prefix check instead of rejecting the request (Messages:
+	// thinking.block_binding.prefix_mismatch_behavior "drop_block").
+	DropBlock bool
 
 	body []byte
 	// spans[i] is where message i's replaceable output sits in body:
 	// [start, end) of the JSON value; start < 0 when there is none.
 	spans [][2]int
+	// parts[i], when set, is where each content block of assistant
+	// message i sits in body ([start, end) of the block object), for the
+	// thinking blocks that may fold; start < 0 where a block may not.
+	parts [][][2]int
+	// built is the model the assistant messages were built with: they
+	// carry it, so the engine knows whose thinking they hold.
+	built string
 	// conv is the offset of the conversation array in body; ends[k] is
 	// where its item k ends, msgs[k] how many messages items 0..k made,
 	// and open[k] whether an assistant message was still being gathered
 	// after item k (Responses), so decoding cannot resume there.
-	conv  int
-	ends  []int
-	msgs  []int
-	open  []bool
-	names map[string]string
+	conv int
+	ends []int
+	msgs []int
+	open []bool
+	// noteAfter[k] is the decoder's noteAfterResults after item k.
+	noteAfter []bool
+	names     map[string]string
 }
 
 // ErrNotConversation reports a body without the conversation array its API
@@ -162,7 +175,21 @@ func DecodeAfter(api API, body []byte, prev *Request) (*Request, error) {
 	if convs == 0 {
 		return nil, fmt.Errorf("%w: no %q", ErrNotConversation, key)
 	}
+	if r.built != r.Model {
+		// "model" came after the conversation, naming another model than
+		// the one its assistant messages were built for: build them again.
+		return decodeFor(api, body, r.Model)
+	}
 	return r, nil
+}
+
+// decodeFor decodes body whole, building its assistant messages for model.
+func decodeFor(api API, body []byte, model string) (*Request, error) {
+	r, err := DecodeAfter(api, body, &Request{built: model})
+	if err == nil && r.built != r.Model {
+		return nil, fmt.Errorf("codec: %s body: the model changed while decoding", api)
+	}
+	return r, err
 }
 
 // skip returns the offset of the first non-space byte at or after i.
@@ -188,6 +215,12 @@ func (r *Request) member(name string, v []byte) {
 		if rawjson.IsString(v) {
 			r.CacheKey, _ = rawjson.Unquote(v)
 		}
+	case "thinking":
+		if r.API == Messages {
+			tm, _ := rawjson.Object(v)
+			bm, _ := rawjson.Object(getRaw(tm, "block_binding"))
+			r.DropBlock = str(bm, "prefix_mismatch_behavior") == "drop_block"
+		}
 	}
 }
 
@@ -209,18 +242,26 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		return 0, fmt.Errorf("%w: not an array", ErrNotConversation)
 	}
 	r.conv = vs
+	r.built = r.Model // known here when "model" comes first, as the clients send it
+	if r.built == "" && prev != nil {
+		r.built = prev.built
+	}
 	d := decoder{r: r, names: map[string]string{}}
 	i := vs + 1
-	if k := reusable(body, vs, prev); k > 0 {
+	if k := reusable(body, vs, prev, r.built); k > 0 {
 		n := prev.msgs[k-1]
 		r.Messages = append(make([][]byte, 0, n+8), prev.Messages[:n]...)
 		r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
+		r.parts = append(make([][][2]int, 0, n+8), prev.parts[:n]...)
 		r.ends = append(make([]int, 0, k+8), prev.ends[:k]...)
 		r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
 		r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
-		for id, name := range prev.names {
-			d.names[id] = name // later calls' names too: ids are unique
-		}
+		r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
+		// The previous request's map, taken over rather than copied: it
+		// holds later calls' names too, which is harmless (ids are unique),
+		// and prev is not decoded against again.
+		d.names = prev.names
+		d.noteAfterResults = prev.noteAfter[k-1]
 		i = r.ends[k-1]
 	}
 	for {
@@ -252,6 +293,7 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		r.ends = append(r.ends, end)
 		r.msgs = append(r.msgs, len(r.Messages))
 		r.open = append(r.open, len(d.parts) > 0)
+		r.noteAfter = append(r.noteAfter, d.noteAfterResults)
 		i = end
 	}
 	d.flush()
@@ -260,9 +302,10 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 }
 
 // reusable returns how many leading conversation items of prev body's
-// shares byte for byte, and at the same offset: those decode the same.
-func reusable(body []byte, vs int, prev *Request) int {
-	if prev == nil || prev.conv != vs || len(prev.ends) == 0 {
+// shares byte for byte, and at the same offset: those decode the same,
+// when their assistant messages are built for the same model.
+func reusable(body []byte, vs int, prev *Request, model string) int {
+	if prev == nil || prev.conv != vs || len(prev.ends) == 0 || prev.built != model {
 		return 0
 	}
 	n := min(len(body), len(prev.body))
@@ -282,8 +325,9 @@ func reusable(body []byte, vs int, prev *Request) int {
 }
 
 // Apply returns the body with subs applied: each names a tool-result
-// message (Part -1) and its digest. It fails, changing nothing, when a
-// substitution names anything else.
+// message (Part -1) or an assistant message's thinking block (Part ≥ 0) and
+// its digest. It fails, changing nothing, when a substitution names
+// anything else.
 func (r *Request) Apply(subs []apply.Subst) ([]byte, error) {
 	segs, n, err := r.Segments(subs)
 	if err != nil {
@@ -299,23 +343,53 @@ func (r *Request) Apply(subs []apply.Subst) ([]byte, error) {
 // Segments is Apply without the copy: the new body is the concatenation of
 // segs (n bytes), which alias the body Decode read.
 func (r *Request) Segments(subs []apply.Subst) (segs [][]byte, n int, err error) {
-	type edit struct {
+	edits := make([]Edit, len(subs))
+	for i, s := range subs {
+		edits[i] = Edit{Msg: s.Msg, Part: s.Part, Value: EditValue(s.Part, s.Text)}
+	}
+	return r.Edits(edits)
+}
+
+// Edit puts Value in place of message Msg's tool output (Part -1) or of its
+// content block Part (a thinking block).
+type Edit struct {
+	Msg, Part int
+	Value     []byte
+}
+
+// EditValue is the JSON that carries a digest in place of a tool output
+// (part -1: the output's value becomes a string) or of a thinking block
+// (a text block: a signature binds the exact thinking, so folded thinking
+// goes out unsigned, as text, as Pi sends it).
+func EditValue(part int, digest string) []byte {
+	if part < 0 {
+		return rawjson.Quote(nil, digest)
+	}
+	return closeObj(rawjson.Quote([]byte(`{"type":"text","text":`), digest))
+}
+
+// Edits is Segments for values already encoded (EditValue): a caller that
+// sends the same digests on every request encodes each once.
+func (r *Request) Edits(edits []Edit) (segs [][]byte, n int, err error) {
+	type span struct {
 		start, end int
 		val        []byte
 	}
-	edits := make([]edit, 0, len(subs))
-	for _, s := range subs {
-		if s.Msg < 0 || s.Msg >= len(r.spans) || s.Part != -1 || r.spans[s.Msg][0] < 0 {
-			return nil, 0, fmt.Errorf("codec: substitution %d/%d has no replaceable output", s.Msg, s.Part)
+	spans := make([]span, 0, len(edits))
+	for _, e := range edits {
+		sp, ok := r.span(e.Msg, e.Part)
+		if !ok {
+			return nil, 0, fmt.Errorf("codec: substitution %d/%d has no replaceable value", e.Msg, e.Part)
 		}
-		sp := r.spans[s.Msg]
-		edits = append(edits, edit{sp[0], sp[1], rawjson.Quote(nil, s.Text)})
+		spans = append(spans, span{sp[0], sp[1], e.Value})
 	}
-	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
-	segs = make([][]byte, 0, 2*len(edits)+1)
+	if !sort.SliceIsSorted(spans, func(i, j int) bool { return spans[i].start < spans[j].start }) {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	}
+	segs = make([][]byte, 0, 2*len(spans)+1)
 	at := 0
-	for i, e := range edits {
-		if i > 0 && e.start < edits[i-1].end {
+	for i, e := range spans {
+		if i > 0 && e.start < spans[i-1].end {
 			return nil, 0, errors.New("codec: overlapping substitutions")
 		}
 		segs = append(segs, r.body[at:e.start], e.val)
@@ -326,9 +400,25 @@ func (r *Request) Segments(subs []apply.Subst) (segs [][]byte, n int, err error)
 	return segs, n + len(r.body) - at, nil
 }
 
+// span is where the value an edit of message msg, part part replaces sits.
+func (r *Request) span(msg, part int) ([2]int, bool) {
+	if msg < 0 || msg >= len(r.spans) {
+		return [2]int{}, false
+	}
+	if part == -1 {
+		return r.spans[msg], r.spans[msg][0] >= 0
+	}
+	if part < 0 || part >= len(r.parts[msg]) {
+		return [2]int{}, false
+	}
+	sp := r.parts[msg][part]
+	return sp, sp[0] >= 0
+}
+
 func (r *Request) add(msg []byte, start, end int) {
 	r.Messages = append(r.Messages, msg)
 	r.spans = append(r.spans, [2]int{start, end})
+	r.parts = append(r.parts, nil)
 }
 
 // decoder carries what one body's decoding needs across items.
@@ -338,6 +428,12 @@ type decoder struct {
 	names map[string]string
 	// parts is the pending assistant message of Responses items.
 	parts [][]byte
+	// noteAfterResults says the last message was a user message carrying
+	// tool results (Messages): text sent after it, in it or in a user
+	// message of its own, is a note within the tool-use cycle, not a new
+	// user turn (the provider still takes the assistant message before
+	// the results as the one being answered).
+	noteAfterResults bool
 }
 
 // only returns the member key when it occurs exactly once: with duplicates,
@@ -413,6 +509,12 @@ func userMsg(text string) []byte {
 	return closeObj(rawjson.Quote([]byte(`{"role":"user","content":`), text))
 }
 
+// noteMsg is user text inside a tool-use cycle (see
+// decoder.noteAfterResults): a message of its own that is not a user turn.
+func noteMsg(text string) []byte {
+	return closeObj(rawjson.Quote([]byte(`{"role":"custom","customType":"note","content":`), text))
+}
+
 func systemMsg(text string) []byte {
 	return closeObj(rawjson.Quote([]byte(`{"role":"system","content":`), text))
 }
@@ -421,9 +523,31 @@ func textPart(text string) []byte {
 	return closeObj(rawjson.Quote([]byte(`{"type":"text","text":`), text))
 }
 
-// thinkingPart is kept for its size; redacted, it never folds.
-func thinkingPart(text string) []byte {
-	return append(rawjson.Quote([]byte(`{"type":"thinking","thinking":`), text), `,"redacted":true}`...)
+// signedThinkingPart is an Anthropic thinking block: with its signature
+// marked (not copied: the engine needs to know only that it is signed).
+func signedThinkingPart(text string, signed bool) []byte {
+	b := rawjson.Quote([]byte(`{"type":"thinking","thinking":`), text)
+	if signed {
+		b = append(b, `,"thinkingSignature":"signed"`...)
+	}
+	return closeObj(b)
+}
+
+// redactedThinkingPart is an Anthropic redacted_thinking block: signed
+// (bound like any thinking) and never folded.
+func redactedThinkingPart() []byte {
+	return []byte(`{"type":"thinking","thinking":"","thinkingSignature":"redacted","redacted":true}`)
+}
+
+// opaqueThinkingPart is reasoning the model never reads back as text (a
+// Responses reasoning item, chat reasoning_content): kept for its size;
+// redacted, it never folds.
+func opaqueThinkingPart(text string, signed bool) []byte {
+	b := rawjson.Quote([]byte(`{"type":"thinking","thinking":`), text)
+	if signed {
+		b = append(b, `,"thinkingSignature":"opaque"`...)
+	}
+	return append(b, `,"redacted":true}`...)
 }
 
 // toolCallPart: args is a JSON value (an object, or the raw string when the
@@ -435,7 +559,9 @@ func toolCallPart(id, name string, args []byte) []byte {
 	return append(b, '}')
 }
 
-func assistantMsg(api API, parts [][]byte) []byte {
+// assistantMsg is an assistant message of api's provider and model, its
+// parts anchored to anchor when it has one (block ids a:<anchor>:p<j>).
+func assistantMsg(api API, parts [][]byte, model, anchor string) []byte {
 	b := []byte(`{"role":"assistant","content":[`)
 	for i, p := range parts {
 		if i > 0 {
@@ -444,7 +570,21 @@ func assistantMsg(api API, parts [][]byte) []byte {
 		b = append(b, p...)
 	}
 	b = rawjson.Quote(append(b, `],"api":`...), string(api))
+	b = rawjson.Quote(append(b, `,"provider":`...), Provider(api))
+	b = rawjson.Quote(append(b, `,"model":`...), model)
+	if anchor != "" {
+		b = rawjson.Quote(append(b, `,"responseId":`...), anchor)
+	}
 	return append(b, `,"stopReason":"toolUse"}`...)
+}
+
+// Provider names the provider of api's requests, as the engine's model
+// (wire.Model) names it.
+func Provider(api API) string {
+	if api == Messages {
+		return "anthropic"
+	}
+	return "openai"
 }
 
 func toolResultMsg(callID, name, text string, isError, opaque bool) []byte {

@@ -51,7 +51,7 @@ func view(r *Request) string {
 		if len(text) > 60 {
 			text = text[:60] + "…"
 		}
-		replaceable := r.spans[bl.Msg][0] >= 0
+		_, replaceable := r.span(bl.Msg, bl.Part)
 		fmt.Fprintf(&b, "m%d %s %s foldable=%v durable=%v replaceable=%v tool=%q %q\n",
 			bl.Msg, bl.ID, bl.Kind, bl.Foldable(), block.Durable(bl.ID), replaceable, bl.ToolName, text)
 	}
@@ -96,14 +96,18 @@ func TestDecodeClientSamples(t *testing.T) {
 
 // foldAll substitutes a digest naming its message into every replaceable
 // tool result.
-func foldAll(t testing.TB, r *Request) ([]byte, map[int]string) {
+func foldAll(t testing.TB, r *Request) ([]byte, []folded) {
 	var subs []apply.Subst
-	want := map[int]string{}
-	for i, sp := range r.spans {
-		if sp[0] >= 0 {
-			d := fmt.Sprintf("[folded m%d] \"quoted\" é \u2028 </tag>", i)
-			subs = append(subs, apply.Subst{Msg: i, Part: -1, Text: d})
-			want[i] = d
+	var want []folded
+	for i := range r.spans {
+		for part := -1; part < len(r.parts[i]); part++ {
+			sp, ok := r.span(i, part)
+			if !ok {
+				continue
+			}
+			d := fmt.Sprintf("[folded m%d p%d] \"quoted\" é \u2028 </tag>", i, part)
+			subs = append(subs, apply.Subst{Msg: i, Part: part, Text: d})
+			want = append(want, folded{i, part, d, sp})
 		}
 	}
 	out, err := r.Apply(subs)
@@ -111,6 +115,47 @@ func foldAll(t testing.TB, r *Request) ([]byte, map[int]string) {
 		t.Fatal(err)
 	}
 	return out, want
+}
+
+// folded is one substitution foldAll made.
+type folded struct {
+	msg, part int
+	digest    string
+	span      [2]int
+}
+
+// checkFolded: the folded body decodes to as many messages, each folded
+// value reads as its digest (a thinking block as a text part), and every
+// other message is the same.
+func checkFolded(t testing.TB, api API, r *Request, out []byte, want []folded) {
+	t.Helper()
+	r2, err := Decode(api, out)
+	if err != nil {
+		t.Fatalf("folded body does not decode: %v", err)
+	}
+	if len(r2.Messages) != len(r.Messages) {
+		t.Fatalf("%d messages after folding, %d before", len(r2.Messages), len(r.Messages))
+	}
+	changed := map[int]bool{}
+	for _, w := range want {
+		changed[w.msg] = true
+		m := block.Decode(r2.Messages[w.msg], w.msg)
+		got, kind := "", block.Other
+		for _, b := range m.Blocks {
+			if b.Part == w.part || w.part < 0 {
+				got, kind = b.Text, b.Kind
+				break
+			}
+		}
+		if got != w.digest || w.part >= 0 && kind != block.Text {
+			t.Fatalf("m%d p%d reads %s %q, want the digest", w.msg, w.part, kind, got)
+		}
+	}
+	for i := range r.Messages {
+		if !changed[i] && !bytes.Equal(r.Messages[i], r2.Messages[i]) {
+			t.Fatalf("m%d changed:\n%s\n%s", i, r.Messages[i], r2.Messages[i])
+		}
+	}
 }
 
 // TestApplyChangesOnlyOutputs: folding every tool result leaves a valid
@@ -131,37 +176,16 @@ func TestApplyChangesOnlyOutputs(t *testing.T) {
 			if !rawjson.Valid(out) {
 				t.Fatal("folded body is not JSON")
 			}
-			r2, err := Decode(s.api, out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(r2.Messages) != len(r.Messages) {
-				t.Fatalf("%d messages after folding, %d before", len(r2.Messages), len(r.Messages))
-			}
-			for i := range r.Messages {
-				d, folded := want[i]
-				if !folded {
-					if !bytes.Equal(r.Messages[i], r2.Messages[i]) {
-						t.Errorf("m%d changed:\n%s\n%s", i, r.Messages[i], r2.Messages[i])
-					}
-					continue
-				}
-				if got := block.Decode(r2.Messages[i], i).Blocks[0].Text; got != d {
-					t.Errorf("m%d reads %q, want the digest", i, got)
-				}
-			}
+			checkFolded(t, s.api, r, out, want)
 			// Outside the spans, byte for byte.
 			at, at2 := 0, 0
-			for i, sp := range r.spans {
-				if sp[0] < 0 {
-					continue
+			for _, w := range want {
+				n := w.span[0] - at
+				if !bytes.Equal(body[at:w.span[0]], out[at2:at2+n]) {
+					t.Fatalf("bytes before m%d's output differ", w.msg)
 				}
-				n := sp[0] - at
-				if !bytes.Equal(body[at:sp[0]], out[at2:at2+n]) {
-					t.Fatalf("bytes before m%d's output differ", i)
-				}
-				at2 += n + len(rawjson.Quote(nil, want[i]))
-				at = sp[1]
+				at2 += n + len(EditValue(w.part, w.digest))
+				at = w.span[1]
 			}
 			if !bytes.Equal(body[at:], out[at2:]) {
 				t.Fatal("bytes after the last output differ")
@@ -228,7 +252,10 @@ func TestToolNamesAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := view(r)
-	for _, want := range []string{"m0 m0:p0 thinking foldable=false", `m0 m0:p1 tool_call foldable=false durable=false replaceable=false tool="Bash" "Bash {\"command\":\"ls\"}"`, `m1 r:t1 tool_result foldable=true durable=true replaceable=true tool="Bash" "a.go"`, `m2 m2:u user`} {
+	// Signed thinking is anchored to the message's first tool_use, so it
+	// may fold (into a text block); text after tool results is a note
+	// within the cycle, not a user turn.
+	for _, want := range []string{`m0 a:t1:p0 thinking foldable=true durable=true replaceable=true`, `m0 a:t1:p1 tool_call foldable=false durable=true replaceable=false tool="Bash" "Bash {\"command\":\"ls\"}"`, `m1 r:t1 tool_result foldable=true durable=true replaceable=true tool="Bash" "a.go"`, `m2 m2:s summary foldable=false durable=false replaceable=false tool="" "go on"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)
 		}
@@ -286,6 +313,7 @@ func FuzzDecodeApply(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x\ud800"}]}]}`))
 	f.Add(uint8(1), []byte(`{"input":[{"type":"function_call_output","call_id":"c","output":"\u0000"}]}`))
 	f.Add(uint8(2), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"é"}]}`))
+	f.Add(uint8(0), []byte(`{"model":"m","messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"a","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"tool_use","id":"t1","name":"x","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"o"},{"type":"text","text":"n"}]},{"role":"assistant","content":[{"type":"thinking","thinking":"b","signature":"s2"},{"type":"text","text":"done"}]}]}`))
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		api := []API{Messages, Responses, Chat}[which%3]
 		r, err := Decode(api, body)
@@ -299,21 +327,111 @@ func FuzzDecodeApply(f *testing.F) {
 		if !rawjson.Valid(out) {
 			t.Fatalf("folded body is not JSON: %q", out)
 		}
-		r2, err := Decode(api, out)
-		if err != nil {
-			t.Fatalf("folded body does not decode: %v", err)
+		checkFolded(t, api, r, out, want)
+	})
+}
+
+// sameDecoding fails t when a and b differ in anything the proxy uses.
+func sameDecoding(t testing.TB, a, b *Request) {
+	t.Helper()
+	if a.Model != b.Model || a.built != b.built || a.Tools != b.Tools || a.Continued != b.Continued || a.DropBlock != b.DropBlock || a.CacheKey != b.CacheKey {
+		t.Fatalf("headers differ: %+v vs %+v", a, b)
+	}
+	if len(a.Messages) != len(b.Messages) {
+		t.Fatalf("%d messages vs %d", len(a.Messages), len(b.Messages))
+	}
+	for i := range a.Messages {
+		if !bytes.Equal(a.Messages[i], b.Messages[i]) {
+			t.Fatalf("m%d differs:\n%s\n%s", i, a.Messages[i], b.Messages[i])
 		}
-		if len(r2.Messages) != len(r.Messages) {
-			t.Fatalf("%d messages after folding, %d before", len(r2.Messages), len(r.Messages))
-		}
-		for i := range r.Messages {
-			if d, ok := want[i]; ok {
-				if got := block.Decode(r2.Messages[i], i).Blocks[0].Text; got != d {
-					t.Fatalf("m%d reads %q", i, got)
-				}
-			} else if !bytes.Equal(r.Messages[i], r2.Messages[i]) {
-				t.Fatalf("m%d changed", i)
+		for part := -1; part < max(len(a.parts[i]), len(b.parts[i])); part++ {
+			sa, oka := a.span(i, part)
+			sb, okb := b.span(i, part)
+			if oka != okb || oka && sa != sb {
+				t.Fatalf("m%d p%d: span %v %v vs %v %v", i, part, sa, oka, sb, okb)
 			}
 		}
+	}
+}
+
+// growing returns the body of a Messages conversation after n tool turns,
+// with its model named after the conversation when late.
+func growing(n int, model string, late bool) []byte {
+	var b strings.Builder
+	if !late {
+		fmt.Fprintf(&b, `{"model":%q,`, model)
+	} else {
+		b.WriteString("{")
+	}
+	b.WriteString(`"messages":[{"role":"user","content":"go"}`)
+	for k := 1; k <= n; k++ {
+		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"thinking","thinking":"plan %d","signature":"sig%d"},{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"make %d"}}]}`, k, k, k, k)
+		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"out %d"}`, k, k)
+		if k == n {
+			b.WriteString(`,{"type":"text","text":"note","cache_control":{"type":"ephemeral"}}`)
+		}
+		b.WriteString("]}")
+	}
+	b.WriteString(`],"tools":[{"name":"Bash"}]`)
+	if late {
+		fmt.Fprintf(&b, `,"model":%q`, model)
+	}
+	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// TestDecodeAfterIsDecode: decoding a request against the previous one
+// gives exactly what decoding it alone gives, as the conversation grows,
+// when the newest message changes shape, and when the model changes (named
+// before or after the conversation).
+func TestDecodeAfterIsDecode(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		var prev *Request
+		for n := 1; n <= 12; n++ {
+			model := "claude-a"
+			if n > 6 {
+				model = "claude-b"
+			}
+			body := growing(n, model, late)
+			alone, err := Decode(Messages, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := DecodeAfter(Messages, body, prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameDecoding(t, alone, after)
+			if !bytes.Contains(after.Messages[1], []byte(`"model":"`+model+`"`)) {
+				t.Fatalf("turn %d: assistant message built for another model: %s", n, after.Messages[1])
+			}
+			prev = after
+		}
+	}
+}
+
+// FuzzDecodeAfter: whatever the previous request was, decoding against it
+// is decoding alone.
+func FuzzDecodeAfter(f *testing.F) {
+	f.Add(uint8(0), growing(2, "m", false), growing(3, "m", false))
+	f.Add(uint8(0), growing(2, "m", true), growing(3, "n", true))
+	f.Add(uint8(1), []byte(`{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]}`),
+		[]byte(`{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"c","name":"x","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}]}`))
+	f.Add(uint8(2), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"a"}]}`), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"ab"}]}`))
+	f.Fuzz(func(t *testing.T, which uint8, first, second []byte) {
+		api := []API{Messages, Responses, Chat}[which%3]
+		prev, err := Decode(api, first)
+		if err != nil {
+			prev = nil
+		}
+		alone, err := Decode(api, second)
+		if err != nil {
+			return
+		}
+		after, err := DecodeAfter(api, second, prev)
+		if err != nil {
+			t.Fatalf("decodes alone but not after: %v", err)
+		}
+		sameDecoding(t, alone, after)
 	})
 }

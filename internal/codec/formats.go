@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -19,20 +21,12 @@ func (d *decoder) message(raw []byte, off int) {
 		text, _ := textParts(content, "text")
 		d.r.add(systemMsg(text), -1, -1)
 	case "assistant":
-		var parts [][]byte
-		if rawjson.IsString(content) {
-			s, _ := rawjson.Unquote(content)
-			parts = append(parts, textPart(s))
-		} else if blocks, err := rawjson.Array(content); err == nil {
-			for _, b := range blocks {
-				parts = append(parts, d.anthropicPart(b))
-			}
-		}
-		d.r.add(assistantMsg(Messages, parts), -1, -1)
+		d.noteAfterResults = false
+		d.assistant(ms, off)
 	case "user":
 		if rawjson.IsString(content) {
 			s, _ := rawjson.Unquote(content)
-			d.r.add(userMsg(s), -1, -1)
+			d.userText(s)
 			return
 		}
 		cm, ok := only(ms, "content")
@@ -42,35 +36,102 @@ func (d *decoder) message(raw []byte, off int) {
 			return
 		}
 		var rest []string
+		results := false
 		for j, b := range blocks {
 			bm, err := rawjson.Object(b)
 			if err != nil || str(bm, "type") != "tool_result" {
 				rest = append(rest, blockText(b, bm, err))
 				continue
 			}
+			results = true
 			d.toolResult(bm, off+cm.Start+starts[j], "content", str(bm, "tool_use_id"), rawjson.Bool(getRaw(bm, "is_error")), "text")
 		}
+		if results {
+			d.noteAfterResults = true
+		}
 		if len(rest) > 0 {
-			d.r.add(userMsg(strings.Join(rest, "\n")), -1, -1)
+			d.userText(strings.Join(rest, "\n"))
 		}
 	default:
 		d.r.add(unknownMsg(raw), -1, -1)
 	}
 }
 
-// anthropicPart is one assistant content block as a Pi part.
-func (d *decoder) anthropicPart(b []byte) []byte {
+// userText adds a user message's text: a user turn, or a note when it rides
+// along with tool results (see decoder.noteAfterResults).
+func (d *decoder) userText(s string) {
+	if d.noteAfterResults {
+		d.r.add(noteMsg(s), -1, -1)
+		return
+	}
+	d.r.add(userMsg(s), -1, -1)
+}
+
+// assistant adds an assistant message (at body offset off). Its parts are
+// its content blocks, one each. When it holds thinking, it gets an anchor,
+// so that its thinking has durable ids: the id of its first tool_use, else
+// a hash of its first signature (both unique to the response that made
+// them). A signed thinking block may fold (into a text block, unsigned, as
+// Pi sends folded thinking); a redacted one never does.
+func (d *decoder) assistant(ms []rawjson.Member, off int) {
+	var parts [][]byte
+	var spans [][2]int
+	anchor, sig, thinking := "", "", false
+	if cm, ok := only(ms, "content"); ok && rawjson.IsString(cm.Value) {
+		s, _ := rawjson.Unquote(cm.Value)
+		parts = append(parts, textPart(s))
+	} else if blocks, starts, err := rawjson.ArraySpans(cm.Value); ok && err == nil {
+		for j, b := range blocks {
+			part, foldable := d.anthropicPart(b)
+			parts = append(parts, part)
+			sp := [2]int{-1, -1}
+			bm, _ := rawjson.Object(b)
+			switch typ := str(bm, "type"); {
+			case typ == "tool_use" && anchor == "":
+				anchor = str(bm, "id")
+			case typ == "thinking" || typ == "redacted_thinking":
+				thinking = true
+				if sig == "" {
+					sig = str(bm, "signature") + str(bm, "data")
+				}
+				if foldable {
+					at := off + cm.Start + starts[j]
+					sp = [2]int{at, at + len(b)}
+				}
+			}
+			spans = append(spans, sp)
+		}
+	}
+	if !thinking {
+		d.r.add(assistantMsg(Messages, parts, d.r.built, ""), -1, -1)
+		return
+	}
+	if anchor == "" && sig != "" {
+		h := sha256.Sum256([]byte(sig))
+		anchor = "sig-" + hex.EncodeToString(h[:12])
+	}
+	d.r.add(assistantMsg(Messages, parts, d.r.built, anchor), -1, -1)
+	if anchor != "" {
+		d.r.parts[len(d.r.parts)-1] = spans
+	}
+}
+
+// anthropicPart is one assistant content block as a Pi part; foldable says
+// a thinking block may be replaced whole.
+func (d *decoder) anthropicPart(b []byte) (part []byte, foldable bool) {
 	bm, err := rawjson.Object(b)
 	if err != nil {
-		return textPart(string(b))
+		return textPart(string(b)), false
 	}
 	switch str(bm, "type") {
 	case "text":
-		return textPart(str(bm, "text"))
+		return textPart(str(bm, "text")), false
 	case "thinking":
-		return thinkingPart(str(bm, "thinking"))
+		text, sig := str(bm, "thinking"), str(bm, "signature")
+		_, cached := rawjson.Get(bm, "cache_control")
+		return signedThinkingPart(text, sig != ""), text != "" && !cached && unique(bm)
 	case "redacted_thinking":
-		return thinkingPart("")
+		return redactedThinkingPart(), false
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		id, name := str(bm, "id"), str(bm, "name")
 		d.names[id] = name
@@ -78,9 +139,22 @@ func (d *decoder) anthropicPart(b []byte) []byte {
 		if !ok {
 			args = []byte("{}")
 		}
-		return toolCallPart(id, name, args)
+		return toolCallPart(id, name, args), false
 	}
-	return textPart(string(b))
+	return textPart(string(b)), false
+}
+
+// unique reports whether no member name repeats: with duplicates, parsers
+// disagree on which one counts, so such a block is never replaced.
+func unique(ms []rawjson.Member) bool {
+	for i := range ms {
+		for j := i + 1; j < len(ms); j++ {
+			if ms[i].Key == ms[j].Key {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // blockText is what a non-tool-result block of a user message counts as.
@@ -143,7 +217,9 @@ func (d *decoder) item(raw []byte, off int) {
 	case "reasoning":
 		sum, _ := rawjson.Get(ms, "summary")
 		text, _ := textParts(sum, "summary_text")
-		d.parts = append(d.parts, thinkingPart(text))
+		// Opaque to the model whatever its summary says: never folds. When
+		// encrypted, it is bound like signed thinking (counted as such).
+		d.parts = append(d.parts, opaqueThinkingPart(text, str(ms, "encrypted_content") != ""))
 	case "function_call":
 		id, name := str(ms, "call_id"), str(ms, "name")
 		d.names[id] = name
@@ -170,7 +246,7 @@ func (d *decoder) item(raw []byte, off int) {
 // flush ends the pending assistant message of Responses items.
 func (d *decoder) flush() {
 	if len(d.parts) > 0 {
-		d.r.add(assistantMsg(Responses, d.parts), -1, -1)
+		d.r.add(assistantMsg(Responses, d.parts, d.r.built, ""), -1, -1)
 		d.parts = nil
 	}
 }
@@ -193,7 +269,7 @@ func (d *decoder) chat(raw []byte, off int) {
 	case "assistant":
 		var parts [][]byte
 		if r := str(ms, "reasoning_content"); r != "" {
-			parts = append(parts, thinkingPart(r))
+			parts = append(parts, opaqueThinkingPart(r, false))
 		}
 		if text, _ := textParts(content, "text", "refusal"); text != "" {
 			parts = append(parts, textPart(text))
@@ -210,7 +286,7 @@ func (d *decoder) chat(raw []byte, off int) {
 				parts = append(parts, toolCallPart(id, name, argsValue(str(fm, "arguments"))))
 			}
 		}
-		d.r.add(assistantMsg(Chat, parts), -1, -1)
+		d.r.add(assistantMsg(Chat, parts, d.r.built, ""), -1, -1)
 	case "tool":
 		d.toolResult(ms, off, "content", str(ms, "tool_call_id"), false, "text")
 	default:

@@ -16,6 +16,7 @@ import (
 	"github.com/contextfold/contextfold/internal/codec"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/wire"
 )
 
 // foldRoutes are the requests a Folder rewrites, by path.
@@ -222,7 +223,11 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte
 			keep++
 		}
 	}
-	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window}, j)
+	// The model decides what thinking may fold: on a Claude that binds
+	// thinking to its prefix, the request's own drop_block says whether the
+	// provider drops invalidated thinking or rejects the request.
+	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
+	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
 	c.prev = req
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)

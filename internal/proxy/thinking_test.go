@@ -1,0 +1,244 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/foldstore"
+)
+
+// antClient plays a Claude Code-like client of the Messages API: adaptive
+// thinking, the whole conversation every request, the assistant's content
+// sent back exactly as the provider returned it (signatures included), and
+// the last cache_control breakpoint moved to the newest block.
+type antClient struct {
+	model     string
+	dropBlock bool
+	msgs      []map[string]any
+}
+
+func (c *antClient) body() []byte {
+	msgs := make([]any, len(c.msgs))
+	for i, m := range c.msgs {
+		msgs[i] = m
+	}
+	if n := len(c.msgs); n > 0 {
+		// The moving breakpoint, on a copy: the stored message stays plain.
+		last := c.msgs[n-1]
+		blocks := last["content"].([]any)
+		cp := append([]any(nil), blocks...)
+		lb := map[string]any{}
+		for k, v := range blocks[len(blocks)-1].(map[string]any) {
+			lb[k] = v
+		}
+		lb["cache_control"] = map[string]any{"type": "ephemeral"}
+		cp[len(cp)-1] = lb
+		msgs[n-1] = map[string]any{"role": last["role"], "content": cp}
+	}
+	thinking := map[string]any{"type": "adaptive"}
+	if c.dropBlock {
+		thinking["block_binding"] = map[string]any{"prefix_mismatch_behavior": "drop_block"}
+	}
+	return []byte(js(map[string]any{
+		"model": c.model, "max_tokens": 4096, "thinking": thinking, "messages": msgs,
+		"system": []any{map[string]any{"type": "text", "text": "You are a test agent.", "cache_control": map[string]any{"type": "ephemeral"}}},
+		"tools":  []any{map[string]any{"name": "Bash", "input_schema": map[string]any{"type": "object"}}},
+	}))
+}
+
+func (c *antClient) add(role string, blocks ...any) {
+	c.msgs = append(c.msgs, map[string]any{"role": role, "content": blocks})
+}
+
+// send posts the conversation through base and appends the answer.
+func (c *antClient) send(t *testing.T, base string) (content []any, status int, errBody string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/messages?beta=true", bytes.NewReader(c.body()))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-claude-code-session-id", "thinking-session")
+	if c.dropBlock {
+		req.Header.Set("anthropic-beta", fakellm.BindingBeta)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		return nil, res.StatusCode, string(raw)
+	}
+	var m struct {
+		Content []any
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("answer is not JSON: %v", err)
+	}
+	c.add("assistant", m.Content...)
+	return m.Content, 200, ""
+}
+
+// thinkingScript: every answer thinks first; every userEvery-th answer ends
+// the turn with text (the client then sends a new user message), the others
+// call Bash; the outputs are output(k).
+func thinkingScript(userEvery int) fakellm.Script {
+	n := 0
+	return fakellm.ScriptFunc(func(req *fakellm.Request) fakellm.Reply {
+		n++
+		think := []string{fmt.Sprintf("Step %d: the build log so far shows errors at steps 40 and 80; next I look at turn %d.", n, n)}
+		if n%userEvery == 0 {
+			return fakellm.Reply{Thinking: think, Text: fmt.Sprintf("Turn %d done.", n)}
+		}
+		return fakellm.Reply{Thinking: think, ToolCalls: []fakellm.ToolCall{{Name: "Bash", Arguments: json.RawMessage(fmt.Sprintf(`{"command":"make step%d"}`, n))}}}
+	})
+}
+
+// TestSignedThinkingThroughTheProxy: a Claude Code-like session with signed
+// thinking, through the folding proxy, against the fake's strict Messages
+// rules (signatures bound to their text and, on a preserved-thinking model,
+// to their prefix). No request is ever rejected; folds reach the upstream;
+// on a preserved model a fold event leaves no signed thinking after its
+// change except where the request asked the provider to drop it, and
+// without drop_block events wait for a user turn.
+func TestSignedThinkingThroughTheProxy(t *testing.T) {
+	cases := []struct {
+		name      string
+		model     string
+		dropBlock bool
+		// atUserTurns: fold events only on requests that end with a user
+		// message (the provider would reject invalidated thinking).
+		atUserTurns bool
+	}{
+		{"preserved without drop_block", fakellm.PreservedClaude, false, true},
+		{"preserved with drop_block", fakellm.PreservedClaude, true, false},
+		{"thinking kept every turn", "claude-opus-5-0-fake", false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, err := fakellm.Start(thinkingScript(7), fakellm.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fake.Close()
+			store, err := foldstore.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			folder := NewFolder(store, 30_000, nil)
+			defer folder.Close()
+			up := mustURL(t, fake.AnthropicURL())
+			p, err := New(Config{Anthropic: up, OpenAI: up, Folder: folder})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			front := srv.URL
+
+			c := &antClient{model: tc.model, dropBlock: tc.dropBlock}
+			c.add("user", map[string]any{"type": "text", "text": "Run the build."})
+			steps := 0
+			for req := 1; req <= 70; req++ {
+				content, status, body := c.send(t, front)
+				if status != 200 {
+					t.Fatalf("request %d: %d %s", req, status, body)
+				}
+				var call map[string]any
+				for _, b := range content {
+					if bm := b.(map[string]any); bm["type"] == "tool_use" {
+						call = bm
+					}
+				}
+				if call == nil {
+					c.add("user", map[string]any{"type": "text", "text": "Go on."})
+					continue
+				}
+				steps++
+				c.add("user", map[string]any{"type": "tool_result", "tool_use_id": call["id"], "content": output(steps), "is_error": false})
+			}
+
+			// What reached the upstream: digests, folded thinking, and where
+			// each fold event happened.
+			reqs := fake.Requests()
+			events, thinkingFolded := 0, 0
+			// A block the provider drops stays invalid, and is dropped again on
+			// every request until an event folds it: count each block once.
+			droppedPaths := map[string]bool{}
+			prevCodes := map[string]bool{}
+			for i, q := range reqs {
+				if q.Status != 200 || q.Error != nil {
+					t.Fatalf("request %d answered %d: %v", i+1, q.Status, q.Error)
+				}
+				for _, d := range q.Dropped {
+					droppedPaths[d.Path] = true
+				}
+				var body struct {
+					Messages []struct {
+						Role    string
+						Content json.RawMessage
+					}
+				}
+				json.Unmarshal(q.Body, &body)
+				codes := map[string]bool{}
+				for _, m := range body.Messages {
+					for _, code := range codeRE.FindAllStringSubmatch(string(m.Content), -1) {
+						codes[code[1]] = true
+					}
+				}
+				newCodes := false
+				for code := range codes {
+					if !prevCodes[code] {
+						newCodes = true
+					}
+				}
+				if newCodes {
+					events++
+					last := body.Messages[len(body.Messages)-1]
+					userTurn := last.Role == "user" && !strings.Contains(string(last.Content), "tool_result")
+					if tc.atUserTurns && !userTurn {
+						t.Errorf("request %d: a fold event inside a tool-use cycle on a model that rejects invalidated thinking", i+1)
+					}
+				}
+				prevCodes = codes
+			}
+			dropped := len(droppedPaths)
+			last := reqs[len(reqs)-1]
+			var body struct {
+				Messages []struct {
+					Role    string
+					Content []map[string]any
+				}
+			}
+			json.Unmarshal(last.Body, &body)
+			for _, m := range body.Messages {
+				for _, b := range m.Content {
+					if m.Role == "assistant" && b["type"] == "text" && codeRE.MatchString(fmt.Sprint(b["text"])) {
+						thinkingFolded++
+					}
+				}
+			}
+			t.Logf("%d requests, %d fold events, %d codes in the last request, %d thinking blocks folded to text, %d dropped by the provider", len(reqs), events, len(prevCodes), thinkingFolded, dropped)
+			if events == 0 {
+				t.Fatal("nothing folded")
+			}
+			if tc.model == fakellm.PreservedClaude && thinkingFolded == 0 {
+				t.Error("no invalidated thinking was folded")
+			}
+			if !tc.dropBlock && dropped > 0 {
+				t.Errorf("the provider dropped %d blocks without drop_block", dropped)
+			}
+			if tc.dropBlock && dropped > events {
+				t.Errorf("the provider dropped %d blocks in %d events: more than the current cycle's of each", dropped, events)
+			}
+		})
+	}
+}

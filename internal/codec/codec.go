@@ -95,6 +95,9 @@ type Request struct {
 	// noteAfter[k] is the decoder's noteAfterResults after item k.
 	noteAfter []bool
 	names     map[string]string
+	// common is how many leading bytes body shares with the previous
+	// request's, when the caller knew (else -1).
+	common int
 }
 
 // ErrNotConversation reports a body without the conversation array its API
@@ -111,12 +114,19 @@ func Decode(api API, body []byte) (*Request, error) { return DecodeAfter(api, bo
 // are byte for byte prev's are not decoded again. A client resends its
 // whole conversation every request, so this is most of the body.
 func DecodeAfter(api API, body []byte, prev *Request) (*Request, error) {
+	return DecodeAfterPrefix(api, body, prev, -1)
+}
+
+// DecodeAfterPrefix is DecodeAfter for a caller that already knows how many
+// leading bytes body shares with prev's body (CommonPrefix); common < 0:
+// not known.
+func DecodeAfterPrefix(api API, body []byte, prev *Request, common int) (*Request, error) {
 	switch api {
 	case Messages, Responses, Chat:
 	default:
 		return nil, fmt.Errorf("codec: unknown api %q", api)
 	}
-	r := &Request{API: api, body: body, conv: -1}
+	r := &Request{API: api, body: body, conv: -1, common: common}
 	key := "messages"
 	if api == Responses {
 		key = "input"
@@ -248,7 +258,7 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	}
 	d := decoder{r: r, names: map[string]string{}}
 	i := vs + 1
-	if k := reusable(body, vs, prev, r.built); k > 0 {
+	if k := r.reusable(body, vs, prev, r.built); k > 0 {
 		n := prev.msgs[k-1]
 		r.Messages = append(make([][]byte, 0, n+8), prev.Messages[:n]...)
 		r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
@@ -304,18 +314,13 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 // reusable returns how many leading conversation items of prev body's
 // shares byte for byte, and at the same offset: those decode the same,
 // when their assistant messages are built for the same model.
-func reusable(body []byte, vs int, prev *Request, model string) int {
+func (r *Request) reusable(body []byte, vs int, prev *Request, model string) int {
 	if prev == nil || prev.conv != vs || len(prev.ends) == 0 || prev.built != model {
 		return 0
 	}
-	n := min(len(body), len(prev.body))
-	p := 0
-	// The common prefix, compared in large blocks first.
-	for p+4096 <= n && bytes.Equal(body[p:p+4096], prev.body[p:p+4096]) {
-		p += 4096
-	}
-	for p < n && body[p] == prev.body[p] {
-		p++
+	p := r.common
+	if p < 0 || p > len(body) || p > len(prev.body) {
+		p = commonPrefix(body, prev.body)
 	}
 	k := sort.SearchInts(prev.ends, p+1) // items ending at or before p
 	for k > 0 && prev.open[k-1] {
@@ -323,6 +328,51 @@ func reusable(body []byte, vs int, prev *Request, model string) int {
 	}
 	return k
 }
+
+// CommonLen is the length of the longest common prefix of a and b.
+func CommonLen(a, b []byte) int { return commonPrefix(a, b) }
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	p := 0
+	// Compared in large blocks first.
+	for p+4096 <= n && bytes.Equal(a[p:p+4096], b[p:p+4096]) {
+		p += 4096
+	}
+	for p < n && a[p] == b[p] {
+		p++
+	}
+	return p
+}
+
+// Body is the body r was decoded from.
+func (r *Request) Body() []byte { return r.body }
+
+// FirstResult returns the index and the tool-call id of the conversation's
+// first tool result with an id, or -1.
+func (r *Request) FirstResult() (int, string) {
+	for i, m := range r.Messages {
+		if !bytes.HasPrefix(m, toolResultPrefix) {
+			continue
+		}
+		if end, err := rawjson.ValueEnd(m, len(toolResultPrefix)); err == nil {
+			if id, _ := rawjson.Unquote(m[len(toolResultPrefix):end]); id != "" {
+				return i, id
+			}
+		}
+	}
+	return -1, ""
+}
+
+// IsAssistant reports whether msg, one of Request.Messages, is an
+// assistant message.
+func IsAssistant(msg []byte) bool { return bytes.HasPrefix(msg, assistantPrefix) }
+
+var (
+	toolResultPrefix = []byte(`{"role":"toolResult","toolCallId":`)
+	assistantPrefix  = []byte(`{"role":"assistant",`)
+)
 
 // Apply returns the body with subs applied: each names a tool-result
 // message (Part -1) or an assistant message's thinking block (Part ≥ 0) and

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contextfold/contextfold/internal/codec"
@@ -30,16 +31,40 @@ var foldRoutes = map[string]codec.API{
 // recently used is closed (its file stays, and is replayed if it returns).
 const maxConversations = 256
 
+// DefaultMaxHeld bounds the bytes of conversation held in memory, over all
+// conversations (Folder.MaxHeld): a conversation holds its last body and
+// the engine's copy of its messages, about three times the body.
+const DefaultMaxHeld = 1 << 30
+
 // Folder folds the conversations of the requests it is given, each with its
 // own engine and its own file in the store.
+//
+// A request's conversation is named by its scope, the client's own session
+// id (Claude Code's, Codex's, opencode's header, else Codex's
+// prompt_cache_key), and within the scope by its first tool call: one
+// session can carry several conversations (Claude Code's subagents share
+// its session id; a client that compacts starts a new one), and each has
+// its own. Without a session id, the first tool call and the assistant
+// message that made it name the conversation. A request with no tool
+// result yet has nothing to fold and passes through untouched.
 type Folder struct {
 	store *foldstore.Store
 	log   *slog.Logger
 	// window is the context window folding plans for, in tokens (0: the
 	// engine's default).
 	window int
-	mu     sync.Mutex
-	convs  map[string]*conversation
+	// MaxHeld bounds the bytes held in memory (0: DefaultMaxHeld); set it
+	// before the first request.
+	MaxHeld int64
+
+	mu    sync.Mutex
+	convs map[string]*conversation // by file name
+	// scopes lists each scope's held conversations, most recent first:
+	// the candidates a request of that scope is decoded against.
+	scopes map[string][]*conversation
+	held   int64
+	// bg counts the idle work running (Prepare between requests).
+	bg sync.WaitGroup
 }
 
 // NewFolder returns a Folder recording to store, planning for a context
@@ -48,29 +73,58 @@ func NewFolder(store *foldstore.Store, window int, log *slog.Logger) *Folder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}}
+	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}}
 }
 
-// Close closes every conversation file.
+// Close stops idle work and closes every conversation file.
 func (f *Folder) Close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	for k, c := range f.convs {
-		c.mu.Lock()
-		c.file.Close()
-		c.mu.Unlock()
-		delete(f.convs, k)
+	convs := f.convs
+	f.convs, f.scopes, f.held = map[string]*conversation{}, map[string][]*conversation{}, 0
+	f.mu.Unlock()
+	for _, c := range convs {
+		c.close()
 	}
+	f.bg.Wait()
 }
+
+// Idle waits until the work the Folder does between requests is done.
+func (f *Folder) Idle() { f.bg.Wait() }
 
 // conversation is one client conversation's fold state.
 type conversation struct {
+	name, scope string
+	// waiting counts the requests waiting for mu: idle work yields to them.
+	waiting atomic.Int32
+
 	mu   sync.Mutex
 	eng  *engine.Engine
 	file *foldstore.Conversation
 	// prev is the previous request, to find what this one kept.
 	prev *codec.Request
+	// values are the encoded digests sent, by layer entry and kind (tool
+	// output or thinking block): frozen, so encoded once.
+	values    map[valueKey][]byte
+	closed    bool // evicted: its file is closed, a request must look again
+	preparing bool // idle work is running
+	// used and size are the Folder's, under Folder.mu.
 	used time.Time
+	size int64
+}
+
+type valueKey struct {
+	seq, index int
+	part       bool
+}
+
+func (c *conversation) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.file.Close()
+		c.prev, c.eng, c.values = nil, nil, nil
+	}
 }
 
 // journal makes a conversation's fold decisions durable in its file.
@@ -96,9 +150,10 @@ func (j journal) Unfold(ids []string) error {
 	return j.c.file.Record(engine.UnfoldEntry(ids))
 }
 
-// headerKey names a request's conversation from the client's session
-// header: Claude Code's, Codex's, opencode's.
-func headerKey(r *http.Request) string {
+// scopeOf names the session a request belongs to by the client's own id:
+// Claude Code's, Codex's and opencode's session header, else Codex's
+// prompt_cache_key (read from the body, when decoded); "" for none.
+func scopeOf(r *http.Request) string {
 	for _, h := range []string{"x-claude-code-session-id", "session-id", "x-session-id"} {
 		if v := r.Header.Get(h); v != "" {
 			return h + ":" + v
@@ -107,73 +162,197 @@ func headerKey(r *http.Request) string {
 	return ""
 }
 
-// bodyKey names a conversation without a session header: by Codex's
-// prompt_cache_key, else by its first two messages.
-func bodyKey(req *codec.Request) string {
-	if req.CacheKey != "" {
-		return "prompt_cache_key:" + req.CacheKey
+// threadOf names a request's conversation within its scope: its first tool
+// call's id, and without a scope also the assistant message that made the
+// call (ids from a local model server may repeat across conversations).
+// ok is false before the first tool result: nothing can fold yet.
+func threadOf(req *codec.Request, scoped bool) (string, bool) {
+	i, id := req.FirstResult()
+	if i < 0 {
+		return "", false
+	}
+	if scoped {
+		return "call:" + id, true
 	}
 	h := sha256.New()
-	for i, m := range req.Messages {
-		if i == 2 {
+	for j := i - 1; j >= 0; j-- {
+		if codec.IsAssistant(req.Messages[j]) {
+			h.Write(req.Messages[j])
 			break
 		}
-		h.Write(m)
-		h.Write([]byte{0})
 	}
-	return "prefix:" + hex.EncodeToString(h.Sum(nil))
+	return "call:" + id + "/" + hex.EncodeToString(h.Sum(nil)[:12]), true
 }
 
-// conversation returns the state of key, opening (and replaying) its file
-// when it is not held.
-func (f *Folder) conversation(api codec.API, key string) (*conversation, error) {
+// maxCandidates bounds the previous requests a body is compared with.
+const maxCandidates = 16
+
+// Incoming follows a request body as it arrives: it compares each chunk
+// with the previous requests of the body's scope, so that once the body is
+// in, the longest prefix it shares with one of them is known without
+// reading it again. The comparison, linear in the body, then overlaps the
+// body's transfer instead of delaying the request after it.
+type Incoming struct {
+	scope  string
+	cands  []*codec.Request
+	common []int // per candidate: how many leading bytes are equal
+	equal  []bool
+	n      int // bytes seen
+}
+
+// Begin returns the Incoming of a request of api, for its body's bytes to
+// be written to as they arrive; Fold takes it.
+func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
+	in := &Incoming{scope: string(api) + "\x00" + scopeOf(r)}
+	f.mu.Lock()
+	list := f.scopes[in.scope]
+	list = append([]*conversation(nil), list[:min(len(list), maxCandidates)]...)
+	f.mu.Unlock()
+	for _, c := range list {
+		c.mu.Lock()
+		if c.prev != nil {
+			in.cands = append(in.cands, c.prev)
+		}
+		c.mu.Unlock()
+	}
+	in.common = make([]int, len(in.cands))
+	in.equal = make([]bool, len(in.cands))
+	for i := range in.equal {
+		in.equal[i] = true
+	}
+	return in
+}
+
+// Write compares the next bytes of the body; it never fails.
+func (in *Incoming) Write(p []byte) (int, error) {
+	for i, prev := range in.cands {
+		if !in.equal[i] {
+			continue
+		}
+		old := prev.Body()
+		if in.n >= len(old) {
+			in.equal[i] = false
+			continue
+		}
+		q := old[in.n:min(len(old), in.n+len(p))]
+		k := codec.CommonLen(q, p)
+		in.common[i] += k
+		in.equal[i] = k == len(p)
+	}
+	in.n += len(p)
+	return len(p), nil
+}
+
+// best is the previous request sharing the longest prefix with the body
+// written, and that length.
+func (in *Incoming) best() (*codec.Request, int) {
+	var best *codec.Request
+	n := -1
+	for i, c := range in.cands {
+		if in.common[i] > n {
+			best, n = c, in.common[i]
+		}
+	}
+	return best, n
+}
+
+// conversation returns the held state of the conversation named name,
+// opening (and replaying) its file when it is not held.
+func (f *Folder) conversation(api codec.API, scope, key string) (*conversation, error) {
 	name := foldstore.FileName(string(api), key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.convs[name]; ok {
 		c.used = time.Now()
+		f.touch(c)
 		return c, nil
 	}
 	file, contents, err := f.store.Conversation(string(api), key)
 	if err != nil {
 		return nil, err
 	}
-	c := &conversation{eng: engine.New(engine.Config{}), file: file, used: time.Now()}
+	c := &conversation{name: name, scope: scope, eng: engine.New(engine.Config{}), file: file, used: time.Now(), values: map[valueKey][]byte{}}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
 		}
 	}
-	if len(f.convs) >= maxConversations {
+	for len(f.convs) >= maxConversations {
 		f.evict()
 	}
 	f.convs[name] = c
+	f.touch(c)
 	return c, nil
+}
+
+// touch puts c first in its scope's list. f.mu is held.
+func (f *Folder) touch(c *conversation) {
+	list := f.scopes[c.scope]
+	for i, o := range list {
+		if o == c {
+			copy(list[1:i+1], list[:i])
+			list[0] = c
+			return
+		}
+	}
+	f.scopes[c.scope] = append([]*conversation{c}, list...)
+}
+
+// resize records what c holds now and evicts least recently used
+// conversations while the held bytes are over the bound, c last.
+func (f *Folder) resize(c *conversation, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.convs[c.name] != c {
+		return // evicted meanwhile
+	}
+	f.held += size - c.size
+	c.size = size
+	max := f.MaxHeld
+	if max <= 0 {
+		max = DefaultMaxHeld
+	}
+	for f.held > max && len(f.convs) > 1 {
+		f.evict()
+	}
 }
 
 // evict closes the least recently used conversation. f.mu is held.
 func (f *Folder) evict() {
-	var oldest string
-	var at time.Time
-	for k, c := range f.convs {
-		if oldest == "" || c.used.Before(at) {
-			oldest, at = k, c.used
+	var oldest *conversation
+	for _, c := range f.convs {
+		if oldest == nil || c.used.Before(oldest.used) {
+			oldest = c
 		}
 	}
-	c := f.convs[oldest]
-	delete(f.convs, oldest)
-	go func() { // after its request in flight, if any
-		c.mu.Lock()
-		c.file.Close()
-		c.mu.Unlock()
-	}()
+	delete(f.convs, oldest.name)
+	f.held -= oldest.size
+	list := f.scopes[oldest.scope]
+	for i, o := range list {
+		if o == oldest {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(f.scopes, oldest.scope)
+	} else {
+		f.scopes[oldest.scope] = list
+	}
+	f.log.Debug("conversation evicted from memory", "file", oldest.file.Path())
+	// Closed after the request in flight on it, if any; a request that
+	// finds it closed looks it up again.
+	go oldest.close()
 }
 
 // Fold returns the body to send for a request of api, as segments to
 // concatenate: the body with the conversation's folds applied, or body
 // itself when nothing applies or anything fails (then why says so, for the
 // log).
-func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte, why string) {
+//
+// in, when not nil, is the Incoming that saw body arrive (Begin); without
+// it, Fold compares body with the previous requests itself.
+func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming) (out [][]byte, why string) {
 	defer func() {
 		// Fail open: a bug must cost this request its folds, nothing more.
 		if p := recover(); p != nil {
@@ -181,25 +360,17 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte
 		}
 	}()
 	unchanged := [][]byte{body}
-	var req *codec.Request
-	var err error
-	key := headerKey(r)
-	if key == "" {
-		if req, err = codec.Decode(api, body); err != nil {
-			return unchanged, err.Error()
-		}
-		key = bodyKey(req)
+	scope := scopeOf(r)
+	// Decoding against another conversation's request is correct, only
+	// slower (codec.DecodeAfter reuses nothing that differs).
+	if in == nil || in.n != len(body) {
+		in = f.Begin(r, api)
+		in.Write(body)
 	}
-	c, err := f.conversation(api, key)
+	prev, common := in.best()
+	req, err := codec.DecodeAfterPrefix(api, body, prev, common)
 	if err != nil {
 		return unchanged, err.Error()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if req == nil {
-		if req, err = codec.DecodeAfter(api, body, c.prev); err != nil {
-			return unchanged, err.Error()
-		}
 	}
 	switch {
 	case !req.Tools:
@@ -207,6 +378,56 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte
 	case req.Continued:
 		return unchanged, "continues a conversation the provider holds"
 	}
+	if scope == "" && req.CacheKey != "" {
+		scope = "prompt_cache_key:" + req.CacheKey
+	}
+	thread, ok := threadOf(req, scope != "")
+	if !ok {
+		return unchanged, "no tool result yet"
+	}
+	for range 2 {
+		c, err := f.conversation(api, string(api)+"\x00"+scope, scope+"\x00"+thread)
+		if err != nil {
+			return unchanged, err.Error()
+		}
+		out, why, ok := f.fold(c, api, req)
+		if ok {
+			return out, why
+		}
+		// Evicted while this request waited for it: open it again.
+	}
+	return unchanged, "conversation evicted twice while waiting"
+}
+
+// fold folds req in c, unless c was evicted (ok false), and starts the
+// idle work that follows a request.
+func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request) (out [][]byte, why string, ok bool) {
+	c.waiting.Add(1)
+	c.mu.Lock()
+	c.waiting.Add(-1)
+	if c.closed {
+		c.mu.Unlock()
+		return nil, "", false
+	}
+	var size int64
+	idle := false
+	func() {
+		defer c.mu.Unlock() // also when step panics (Fold recovers)
+		out, why, size = f.step(c, api, req)
+		idle = !c.preparing
+		c.preparing = true
+	}()
+	f.resize(c, size)
+	if idle {
+		f.bg.Add(1)
+		go f.prepare(c)
+	}
+	return out, why, true
+}
+
+// step folds req in c. c.mu is held.
+func (f *Folder) step(c *conversation, api codec.API, req *codec.Request) (out [][]byte, why string, size int64) {
+	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
 		f.log.Warn("could not read unfold requests", "file", c.file.Path(), "err", err)
@@ -229,28 +450,80 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte) (out [][]byte
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
 	c.prev = req
+	size = 3 * int64(len(req.Body()))
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}
-	segs, _, err := req.Segments(c.eng.Substs(res.Placements))
+	segs, _, err := req.Edits(c.edits(res.Placements))
 	if err != nil {
-		return unchanged, err.Error()
+		return unchanged, err.Error(), size
 	}
 	if res.Event != nil {
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}
-	return segs, ""
+	return segs, "", size
 }
 
-// readBody reads a request body whole, within the proxy's limit.
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+// edits are the placements as encoded edits, each digest encoded once.
+func (c *conversation) edits(ps []engine.Placement) []codec.Edit {
+	out := make([]codec.Edit, 0, len(ps))
+	for _, p := range ps {
+		k := valueKey{p.Seq, p.Index, p.Part >= 0}
+		v, ok := c.values[k]
+		if !ok {
+			l, ok := c.eng.Layer(p.Seq)
+			if !ok || p.Index >= len(l.Entries) {
+				continue
+			}
+			v = codec.EditValue(p.Part, l.Entries[p.Index].Text)
+			c.values[k] = v
+		}
+		out = append(out, codec.Edit{Msg: p.Msg, Part: p.Part, Value: v})
 	}
-	_, err := io.Copy(&buf, r.Body)
-	r.Body.Close()
-	return buf.Bytes(), err
+	return out
+}
+
+// prepare computes, between requests, the digests the next requests will
+// need (Engine.Prepare), a few at a time, yielding to any request that
+// waits for the conversation.
+func (f *Folder) prepare(c *conversation) {
+	defer f.bg.Done()
+	for {
+		c.mu.Lock()
+		if c.closed || c.waiting.Load() > 0 || !c.eng.Prepare(4) {
+			c.preparing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+	}
+}
+
+// readBody reads a request body whole, within the proxy's limit, writing
+// each piece to seen as it arrives.
+func readBody(r *http.Request, seen io.Writer) ([]byte, error) {
+	var buf []byte
+	if r.ContentLength > 0 {
+		buf = make([]byte, 0, r.ContentLength)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			seen.Write(buf[len(buf) : len(buf)+n])
+			buf = buf[:len(buf)+n]
+		}
+		if err == io.EOF {
+			r.Body.Close()
+			return buf, nil
+		}
+		if err != nil {
+			r.Body.Close()
+			return buf, err
+		}
+	}
 }
 
 // foldable reports whether the proxy may rewrite r's body: a JSON POST to

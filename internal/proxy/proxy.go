@@ -178,7 +178,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBody)
 	info := &reqInfo{api: api, start: time.Now()}
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
-		body, err := readBody(r)
+		in := p.cfg.Folder.Begin(r, fa)
+		body, err := readBody(r, in)
 		var big *http.MaxBytesError
 		switch {
 		case errors.As(err, &big):
@@ -188,7 +189,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
 			return
 		}
-		out, why := p.cfg.Folder.Fold(r, fa, body)
+		out, why := p.cfg.Folder.Fold(r, fa, body, in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}

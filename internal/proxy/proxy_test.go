@@ -56,6 +56,18 @@ func (u *upstream) requests() []seen {
 	return append([]seen(nil), u.got...)
 }
 
+// last is the body of the newest request whose X-Test-Conv header is conv.
+func (u *upstream) last(conv string) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i := len(u.got) - 1; i >= 0; i-- {
+		if u.got[i].header.Get("X-Test-Conv") == conv {
+			return string(u.got[i].body)
+		}
+	}
+	return ""
+}
+
 func mustURL(t *testing.T, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {

@@ -341,6 +341,8 @@ type runOpts struct {
 	store     string
 	// mcp configures the client with `contextfold mcp -store <store>`.
 	mcp bool
+	// wrap, when set, wraps the session's script (e.g. to change replies).
+	wrap func(fakellm.Script) fakellm.Script
 }
 
 // runSession runs one scripted session of c as o says.
@@ -349,7 +351,11 @@ func runSession(t *testing.T, c client, o runOpts) clientResult {
 	viaProxy := o.proxy
 	bin := locateClient(t, c.binEnv)
 	sess := o.session
-	fake, err := fakellm.Start(&sess, fakellm.Options{})
+	var script fakellm.Script = &sess
+	if o.wrap != nil {
+		script = o.wrap(script)
+	}
+	fake, err := fakellm.Start(script, fakellm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

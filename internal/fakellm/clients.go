@@ -41,6 +41,20 @@ type ClientSession struct {
 	// gives the final text. Without a tag, or without the tool, the final
 	// text comes at once, starting with ClientNoFold.
 	Recall bool
+	// Thinking makes every scripted reply (the shell calls, the MCP calls
+	// and the final text; not SideText) carry one reasoning block,
+	// ClientThinking(turn), in Reply.Thinking: an Anthropic thinking block
+	// with its signature, a Responses reasoning item with its encrypted
+	// content, a Chat Completions reasoning_content. The server still drops
+	// it where the model does not think (an Anthropic request without
+	// thinking enabled, a Responses model that is no reasoning model).
+	Thinking bool
+}
+
+// ClientThinking is the reasoning text of a ClientSession with Thinking on,
+// for the reply to a request of that turn: short, and different per turn.
+func ClientThinking(turn int) string {
+	return fmt.Sprintf("Thinking for turn %d: look at the latest build output, then decide step %d.", turn, turn)
 }
 
 // ClientNoFold starts the final text of a Recall session that found no
@@ -243,6 +257,16 @@ func (s *ClientSession) Reply(req *Request) Reply {
 	if !ok {
 		return Reply{Text: s.side()}
 	}
+	r := s.reply(req, shell)
+	if s.Thinking {
+		r.Thinking = []string{ClientThinking(ClientTurn(req))}
+	}
+	return r
+}
+
+// reply is the scripted answer to a request with a shell tool, without
+// thinking.
+func (s *ClientSession) reply(req *Request, shell ToolDecl) Reply {
 	turn := ClientTurn(req)
 	if turn <= s.turns() {
 		return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}

@@ -294,3 +294,135 @@ func TestClientMarkers(t *testing.T) {
 		t.Errorf("ClientMarkers = %s, want %s", got, want)
 	}
 }
+
+// clientThought reassembles a streamed answer into its text, tool calls
+// and reasoning: the thinking texts (Anthropic thinking blocks, Responses
+// reasoning summaries, the Chat reasoning_content) and, per block, its
+// signature (Anthropic signature_delta, Responses encrypted_content; none
+// on Chat).
+func clientThought(t *testing.T, api API, resp *http.Response) (text string, calls []ToolCall, thinking, sigs []string) {
+	t.Helper()
+	events := readSSE(t, resp.Body)
+	switch api {
+	case OpenAI:
+		res := assembleOpenAI(t, events)
+		if res.Reasoning != "" {
+			thinking = []string{res.Reasoning}
+		}
+		return res.Text, res.ToolCalls, thinking, nil
+	case Responses:
+		res := assembleResponses(t, events)
+		for _, it := range res.Items {
+			switch it["type"] {
+			case "function_call":
+				name, _ := it["name"].(string)
+				calls = append(calls, ToolCall{Name: name, Arguments: json.RawMessage(res.Args[len(calls)])})
+			case "reasoning":
+				enc, _ := it["encrypted_content"].(string)
+				sigs = append(sigs, enc)
+			}
+		}
+		return res.Text, calls, res.Thinking, sigs
+	}
+	for _, ev := range events {
+		var e struct {
+			Type         string `json:"type"`
+			ContentBlock struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"content_block"`
+			Delta struct {
+				Type        string `json:"type"`
+				Text        string `json:"text"`
+				Thinking    string `json:"thinking"`
+				Signature   string `json:"signature"`
+				PartialJSON string `json:"partial_json"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Type == "content_block_start" && e.ContentBlock.Type == "tool_use":
+			calls = append(calls, ToolCall{Name: e.ContentBlock.Name})
+		case e.Type == "content_block_start" && e.ContentBlock.Type == "thinking":
+			thinking = append(thinking, "")
+			sigs = append(sigs, "")
+		case e.Delta.Type == "thinking_delta":
+			thinking[len(thinking)-1] += e.Delta.Thinking
+		case e.Delta.Type == "signature_delta":
+			sigs[len(sigs)-1] += e.Delta.Signature
+		case e.Delta.Type == "text_delta":
+			text += e.Delta.Text
+		case e.Delta.Type == "input_json_delta":
+			calls[len(calls)-1].Arguments = append(calls[len(calls)-1].Arguments, e.Delta.PartialJSON...)
+		}
+	}
+	return text, calls, thinking, sigs
+}
+
+// TestClientSessionThinking: with Thinking on, every scripted answer to a
+// real client's body (shell calls and the final text) carries one
+// reasoning block, ClientThinking of its turn, signed where the wire signs
+// it, and otherwise the same text and calls as with Thinking off; a side
+// request gets none; with Thinking off no answer has any.
+func TestClientSessionThinking(t *testing.T) {
+	// The samples, with a model that thinks on each wire: Claude Code sends
+	// thinking "adaptive" whatever the model; a Responses model thinks when
+	// its id says "reasoning" or "preserved" (gpt-5.5 does not, for the fake).
+	models := map[API][2]string{
+		Anthropic: {`"model":"claude-opus-5-5"`, `"model":"` + PreservedClaude + `"`},
+		Responses: {`"model":"gpt-5.5"`, `"model":"gpt-preserved-fake"`},
+	}
+	for _, turns := range []int{5, 2} {
+		for _, c := range clientSamples {
+			t.Run(fmt.Sprintf("%s/turns=%d", c.file, turns), func(t *testing.T) {
+				body := readSample(t, c.file)
+				if m, ok := models[c.api]; ok {
+					body = []byte(strings.Replace(string(body), m[0], m[1], 1))
+				}
+				type answer struct {
+					text           string
+					calls          []ToolCall
+					thinking, sigs []string
+				}
+				var got [2]answer
+				for i, on := range []bool{false, true} {
+					s := start(t, &ClientSession{Turns: turns, Thinking: on}, Options{})
+					resp := sendClient(t, s, c.api, body)
+					if resp.StatusCode != http.StatusOK {
+						b, _ := io.ReadAll(resp.Body)
+						t.Fatalf("thinking %v: status %d: %s", on, resp.StatusCode, b)
+					}
+					a := &got[i]
+					a.text, a.calls, a.thinking, a.sigs = clientThought(t, c.api, resp)
+					if rec := s.Requests()[0]; on && c.turn > 0 && len(rec.Reply.Thinking) != 1 {
+						t.Errorf("recorded reply thinking %q", rec.Reply.Thinking)
+					}
+				}
+				off, on := got[0], got[1]
+				if len(off.thinking) != 0 {
+					t.Errorf("thinking off: the answer carries %q", off.thinking)
+				}
+				if on.text != off.text || fmt.Sprint(on.calls) != fmt.Sprint(off.calls) {
+					t.Errorf("thinking changed the answer: %q %s, without %q %s", on.text, on.calls, off.text, off.calls)
+				}
+				if c.turn == 0 {
+					if len(on.thinking) != 0 {
+						t.Errorf("side request: thinking %q", on.thinking)
+					}
+					return
+				}
+				if want := ClientThinking(c.turn); len(on.thinking) != 1 || on.thinking[0] != want {
+					t.Fatalf("thinking %q, want [%q]", on.thinking, want)
+				}
+				if c.api != OpenAI && (len(on.sigs) != 1 || on.sigs[0] == "") {
+					t.Errorf("signatures %q, want one", on.sigs)
+				}
+			})
+		}
+	}
+	if ClientThinking(1) == ClientThinking(2) {
+		t.Error("ClientThinking is the same for two turns")
+	}
+}

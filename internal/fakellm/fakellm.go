@@ -17,7 +17,8 @@
 //
 // An OpenAI streaming answer is a text/event-stream of "data: <json>\n\n"
 // chunks: a first chunk carrying the role (and, with no text, "content":null),
-// text deltas, for each tool call a chunk with its id, type and name followed
+// the reply's Thinking as reasoning_content deltas (no signature: the wire
+// has none), text deltas, for each tool call a chunk with its id, type and name followed
 // by argument pieces, a chunk with an empty delta and the finish_reason
 // ("tool_calls" when there are tool calls, else "stop"; Pi rejects a stream
 // without one), a usage chunk with empty choices, and "data: [DONE]". The usage

@@ -55,6 +55,7 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 type oaStreamResult struct {
 	Role         string
 	Text         string
+	Reasoning    string // the reasoning_content deltas
 	ToolCalls    []ToolCall
 	FinishReason string
 	Usage        map[string]any
@@ -79,9 +80,10 @@ func assembleOpenAI(t *testing.T, events []sseEvent) oaStreamResult {
 			Model   string `json:"model"`
 			Choices []struct {
 				Delta struct {
-					Role      string  `json:"role"`
-					Content   *string `json:"content"`
-					ToolCalls []struct {
+					Role             string  `json:"role"`
+					Content          *string `json:"content"`
+					ReasoningContent *string `json:"reasoning_content"`
+					ToolCalls        []struct {
 						Index    int    `json:"index"`
 						ID       string `json:"id"`
 						Type     string `json:"type"`
@@ -114,6 +116,9 @@ func assembleOpenAI(t *testing.T, events []sseEvent) oaStreamResult {
 			}
 			if ch.Delta.Content != nil {
 				res.Text += *ch.Delta.Content
+			}
+			if ch.Delta.ReasoningContent != nil {
+				res.Reasoning += *ch.Delta.ReasoningContent
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				for len(res.ToolCalls) <= tc.Index {
@@ -539,5 +544,47 @@ func TestPieces(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOpenAIReasoningContent: a reply's Thinking goes out on Chat
+// Completions as reasoning_content, before the text and calls, the first
+// chunk carrying the role; redacted entries are left out; non-streaming,
+// it is the message's reasoning_content.
+func TestOpenAIReasoningContent(t *testing.T) {
+	s := start(t, ScriptFunc(func(req *Request) Reply {
+		return Reply{Thinking: []string{"first thought", RedactedPrefix + "hidden", "second thought"},
+			Text: "ok", ToolCalls: []ToolCall{{ID: "c1", Name: "bash", Arguments: json.RawMessage(`{"command":"ls"}`)}}}
+	}), Options{ChunkBytes: 8})
+	body := `{"model":"fake-model","messages":[{"role":"user","content":"go"}],"stream":true,"tools":` + toolsJSON + `}`
+	events := readSSE(t, post(t, s.URL()+"/chat/completions", body).Body)
+	if want := `"delta":{"role":"assistant","content":null,"reasoning_content":"first th"}`; !strings.Contains(events[0].Data, want) {
+		t.Errorf("first chunk %s, want %s", events[0].Data, want)
+	}
+	roles := 0
+	for _, ev := range events {
+		roles += strings.Count(ev.Data, `"role"`)
+	}
+	if roles != 1 {
+		t.Errorf("%d chunks carry the role", roles)
+	}
+	res := assembleOpenAI(t, events)
+	if res.Reasoning != "first thought\n\nsecond thought" || res.Text != "ok" || len(res.ToolCalls) != 1 || res.Role != "assistant" {
+		t.Errorf("assembled %+v", res)
+	}
+	var got struct {
+		Choices []struct {
+			Message struct {
+				Content          string `json:"content"`
+				ReasoningContent string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	resp := post(t, s.URL()+"/chat/completions", strings.Replace(body, `"stream":true`, `"stream":false`, 1))
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Choices[0].Message; m.ReasoningContent != "first thought\n\nsecond thought" || m.Content != "ok" {
+		t.Errorf("message %+v", m)
 	}
 }

@@ -32,10 +32,11 @@ type (
 		FinishReason *string `json:"finish_reason"`
 	}
 	oaDelta struct {
-		Role        string            `json:"role,omitempty"`
-		Content     *string           `json:"content,omitempty"`
-		ToolCalls   []oaToolCallDelta `json:"tool_calls,omitempty"`
-		nullContent bool
+		Role             string            `json:"role,omitempty"`
+		Content          *string           `json:"content,omitempty"`
+		ReasoningContent *string           `json:"reasoning_content,omitempty"`
+		ToolCalls        []oaToolCallDelta `json:"tool_calls,omitempty"`
+		nullContent      bool
 	}
 	oaToolCallDelta struct {
 		Index    int           `json:"index"`
@@ -67,10 +68,24 @@ func (d oaDelta) MarshalJSON() ([]byte, error) {
 		return json.Marshal(plain(d))
 	}
 	return json.Marshal(struct {
-		Role      string            `json:"role,omitempty"`
-		Content   *string           `json:"content"`
-		ToolCalls []oaToolCallDelta `json:"tool_calls,omitempty"`
-	}{d.Role, nil, d.ToolCalls})
+		Role             string            `json:"role,omitempty"`
+		Content          *string           `json:"content"`
+		ReasoningContent *string           `json:"reasoning_content,omitempty"`
+		ToolCalls        []oaToolCallDelta `json:"tool_calls,omitempty"`
+	}{d.Role, nil, d.ReasoningContent, d.ToolCalls})
+}
+
+// chatReasoning is a reply's reasoning on the Chat Completions wire, which
+// has no signatures and one reasoning_content string per message: the
+// Thinking entries joined by a blank line, redacted ones left out.
+func chatReasoning(r Reply) string {
+	var parts []string
+	for _, t := range r.Thinking {
+		if t != "" && !strings.HasPrefix(t, RedactedPrefix) {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 func openAIUsage(u Usage) *oaUsage {
@@ -137,16 +152,25 @@ func (s *sseWriter) raw(line string) {
 	}
 }
 
-// openAIStream writes a chat.completion.chunk stream (see package doc).
+// openAIStream writes a chat.completion.chunk stream (see package doc). A
+// reply's Thinking comes first, as reasoning_content deltas (the DeepSeek
+// field, which the AI SDK's openai-compatible provider reads), the first
+// one carrying the role.
 func (e encoder) openAIStream(w http.ResponseWriter, r Reply, u Usage) {
 	out := newSSE(w)
 	chunk := func(d oaDelta, finish *string) {
 		out.event("", oaChunk{ID: e.id(), Object: "chat.completion.chunk", Created: e.created, Model: e.model,
 			Choices: []oaChoice{{Index: 0, Delta: d, FinishReason: finish}}})
 	}
+	role := "assistant" // until a chunk has carried it
+	for _, p := range pieces(chatReasoning(r), e.chunk) {
+		chunk(oaDelta{Role: role, ReasoningContent: &p, nullContent: role != ""}, nil)
+		role = ""
+	}
 	if r.Text != "" || len(r.ToolCalls) == 0 {
 		empty := ""
-		chunk(oaDelta{Role: "assistant", Content: &empty}, nil)
+		chunk(oaDelta{Role: role, Content: &empty}, nil)
+		role = ""
 		for _, p := range pieces(r.Text, e.chunk) {
 			chunk(oaDelta{Content: &p}, nil)
 		}
@@ -154,8 +178,8 @@ func (e encoder) openAIStream(w http.ResponseWriter, r Reply, u Usage) {
 	for i, tc := range r.ToolCalls {
 		head := oaDelta{ToolCalls: []oaToolCallDelta{{Index: i, ID: tc.ID, Type: "function",
 			Function: oaFunctionArg{Name: tc.Name}}}}
-		if i == 0 && r.Text == "" {
-			head.Role, head.nullContent = "assistant", true
+		if i == 0 && role != "" {
+			head.Role, head.nullContent = role, true
 		}
 		chunk(head, nil)
 		for _, p := range pieces(string(tc.Arguments), e.chunk) {
@@ -181,16 +205,17 @@ func (e encoder) openAIJSON(w http.ResponseWriter, r Reply, u Usage) {
 		Function fn     `json:"function"`
 	}
 	type message struct {
-		Role      string  `json:"role"`
-		Content   *string `json:"content"`
-		ToolCalls []call  `json:"tool_calls,omitempty"`
+		Role             string  `json:"role"`
+		Content          *string `json:"content"`
+		ReasoningContent string  `json:"reasoning_content,omitempty"`
+		ToolCalls        []call  `json:"tool_calls,omitempty"`
 	}
 	type choice struct {
 		Index        int     `json:"index"`
 		Message      message `json:"message"`
 		FinishReason string  `json:"finish_reason"`
 	}
-	m := message{Role: "assistant"}
+	m := message{Role: "assistant", ReasoningContent: chatReasoning(r)}
 	if r.Text != "" || len(r.ToolCalls) == 0 {
 		text := r.Text
 		m.Content = &text

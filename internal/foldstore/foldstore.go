@@ -56,6 +56,13 @@ type Line struct {
 	Entry *engine.Entry `json:"entry,omitempty"`
 	// "unfold-request": codes a reader asked to unfold.
 	Codes []string `json:"codes,omitempty"`
+	// "call": a call of context-fold's own tools the model made in a
+	// response of this conversation (ID, and Name, Namespace, Args, At),
+	// so the MCP server can tell which conversation a call comes from.
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"ns,omitempty"`
+	Args      string `json:"args,omitempty"`
+	At        string `json:"at,omitempty"`
 }
 
 // Line types.
@@ -64,6 +71,7 @@ const (
 	TText          = "text"
 	TEntry         = "entry"
 	TUnfoldRequest = "unfold-request"
+	TCall          = "call"
 )
 
 // DefaultDir is where the proxy keeps its store: the XDG state directory
@@ -274,8 +282,17 @@ type Contents struct {
 	Entries []engine.Entry
 	// Texts are the folded blocks' texts by id.
 	Texts map[string]Text
+	// Calls are the tool calls noted (NoteCall), in order.
+	Calls []Call
 	// Bad counts lines that could not be read (a torn last line among them).
 	Bad int
+}
+
+// Call is a call of context-fold's own tools the model made in a response
+// of the conversation.
+type Call struct {
+	ID, Name, Namespace, Args string
+	At                        time.Time
 }
 
 // Text is a folded block's stored text.
@@ -391,6 +408,9 @@ func read(f *os.File) (*Contents, int64, error) {
 				c.Entries = append(c.Entries, *l.Entry)
 			}
 		case TUnfoldRequest:
+		case TCall:
+			at, _ := time.Parse(time.RFC3339Nano, l.At)
+			c.Calls = append(c.Calls, Call{ID: l.ID, Name: l.Name, Namespace: l.Namespace, Args: l.Args, At: at})
 		default:
 			c.Bad++
 		}
@@ -430,10 +450,58 @@ func Files(dir string) ([]string, error) {
 	return out, nil
 }
 
+// RecentCalls returns the calls noted in the last tail bytes of the
+// conversation file at path (whole lines only), oldest first: a call is
+// noted as the response that makes it streams, so the newest are at the
+// end, and a reader looking for the one just made need not read the file.
+func RecentCalls(path string, tail int64) ([]Call, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	from := max(st.Size()-tail, 0)
+	buf := make([]byte, st.Size()-from)
+	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	if from > 0 {
+		buf = buf[bytes.IndexByte(buf, '\n')+1:] // a partial first line
+	}
+	var out []Call
+	for _, raw := range bytes.Split(buf, []byte("\n")) {
+		if !bytes.Contains(raw, []byte(`"t":"call"`)) {
+			continue
+		}
+		var l Line
+		if json.Unmarshal(raw, &l) == nil && l.T == TCall {
+			at, _ := time.Parse(time.RFC3339Nano, l.At)
+			out = append(out, Call{ID: l.ID, Name: l.Name, Namespace: l.Namespace, Args: l.Args, At: at})
+		}
+	}
+	return out, nil
+}
+
 // RequestUnfold appends an unfold request for codes to a conversation file.
 // The writer applies it on the conversation's next request.
 func RequestUnfold(path string, codes []string) error {
-	b, err := json.Marshal(Line{T: TUnfoldRequest, Codes: codes})
+	return appendLine(path, Line{T: TUnfoldRequest, Codes: codes})
+}
+
+// NoteCall appends a call the model made to a conversation file. It is not
+// synced: it only tells the MCP server, about to be called, whose call it is.
+func NoteCall(path string, c Call) error {
+	return appendLine(path, Line{T: TCall, ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: c.At.UTC().Format(time.RFC3339Nano)})
+}
+
+// appendLine appends l to the file at path in one write, so that lines
+// appended by several processes never interleave.
+func appendLine(path string, l Line) error {
+	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}

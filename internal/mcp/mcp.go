@@ -41,8 +41,9 @@ type Tool struct {
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
-	// Call answers a call with the text the model reads.
-	Call func(ctx context.Context, args json.RawMessage) (text string, isError bool) `json:"-"`
+	// Call answers a call with the text the model reads; meta is the
+	// call's _meta (the client's own fields, e.g. the model's call id).
+	Call func(ctx context.Context, args, meta json.RawMessage) (text string, isError bool) `json:"-"`
 }
 
 // Server serves tools.
@@ -158,13 +159,14 @@ func (s *Server) handle(ctx context.Context, line []byte, log *slog.Logger) *res
 		var p struct {
 			Name      string          `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
+			Meta      json.RawMessage `json:"_meta"`
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil {
 			return errorResponse(m.ID, codeInvalidParams, "tools/call: "+err.Error())
 		}
 		for _, t := range s.Tools {
 			if t.Name == p.Name {
-				text, isErr := t.Call(ctx, p.Arguments)
+				text, isErr := t.Call(ctx, p.Arguments, p.Meta)
 				log.Debug("tool call", "tool", p.Name, "error", isErr)
 				return ok(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}, "isError": isErr})
 			}

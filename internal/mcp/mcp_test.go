@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
@@ -91,6 +92,20 @@ func call(name, args string) string {
 	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
 }
 
+// callAs is call with _meta naming the model's call id as Claude Code does.
+func callAs(name, args, id string) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,"_meta":{"claudecode/toolUseId":"` + id + `","progressToken":2}}}`
+}
+
+// note notes in the file at path, as the proxy does, that the model called
+// name with args.
+func note(t *testing.T, path, id, name, args string) {
+	t.Helper()
+	if err := foldstore.NoteCall(path, foldstore.Call{ID: id, Name: name, Args: args, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestProtocol: the handshake the three clients make, and the errors.
 func TestProtocol(t *testing.T) {
 	dir, _ := fixture(t)
@@ -151,7 +166,8 @@ func TestRecallAndUnfold(t *testing.T) {
 	if text, isErr = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"],"lines":"abc"}`))); !isErr {
 		t.Errorf("malformed lines accepted:\n%s", text)
 	}
-	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"needle"}`)))
+	note(t, path, "toolu_1", "mcp__contextfold__recall_folded", `{"search":"needle"}`)
+	text, _ = textOf(t, rpc(callAs("recall_folded", `{"search":"needle"}`, "toolu_1")))
 	if !strings.Contains(text, c2) || !strings.Contains(text, "needle here") || strings.Contains(text, c1) {
 		t.Errorf("search:\n%s", text)
 	}
@@ -179,7 +195,8 @@ func TestRecallAndUnfold(t *testing.T) {
 	if !isErr || strings.Contains(text, "disk fine") || !strings.Contains(text, "⚠ "+c1) {
 		t.Fatalf("tampered text:\n%s", text)
 	}
-	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"disk"}`)))
+	note(t, path, "toolu_2", "mcp__contextfold__recall_folded", `{"search":"disk"}`)
+	text, _ = textOf(t, rpc(callAs("recall_folded", `{"search":"disk"}`, "toolu_2")))
 	if strings.Contains(text, "disk fine") || !strings.Contains(text, c1+" — not searched") {
 		t.Fatalf("tampered text searched:\n%s", text)
 	}
@@ -195,5 +212,83 @@ func TestTextsMatchPi(t *testing.T) {
 		if !strings.Contains(string(ts), s) {
 			t.Errorf("extension/tools.ts does not say %q", s)
 		}
+	}
+}
+
+// conversationWith writes a conversation key to the store at dir that
+// folded id with text, and returns its file.
+func conversationWith(t *testing.T, st *foldstore.Store, key, id, text string) string {
+	t.Helper()
+	c, _, err := st.Conversation("anthropic-messages", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, l := registry.Extent(text)
+	ev := &engine.Event{Seq: 1, Trigger: "budget", Folds: []registry.Record{{ID: id, Code: digest.Code(id), Bytes: b, Lines: l, SHA256: registry.Sum(text), Tool: "Bash", Kind: "tool_result", Digest: "d"}}}
+	if err := c.Commit(ev, func(string) (string, bool) { return text, true }); err != nil {
+		t.Fatal(err)
+	}
+	return c.Path()
+}
+
+// TestCallerScoping: a search reads only the conversation the call comes
+// from, told by the call id the client gives (Claude Code, Codex) or, when
+// it gives none (opencode), by the call the proxy saw; when it cannot be
+// told, the search does not run, and a recall by code still works.
+func TestCallerScoping(t *testing.T) {
+	dir := t.TempDir()
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := conversationWith(t, st, "a", "r:a1", "needle in conversation A\n")
+	b := conversationWith(t, st, "b", "r:b1", "needle in conversation B\n")
+	st.Close()
+	ca, cb := digest.Code("r:a1"), digest.Code("r:b1")
+	var slept time.Duration
+	s := store{dir: dir, wait: 200 * time.Millisecond, now: func() time.Time { return time.Now().Add(slept) }, sleep: func(d time.Duration) { slept += d }}
+	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: s.tools()})
+	search := func(req string) (string, bool) { return textOf(t, rpc(req)) }
+	only := func(what, text string, in, out string) {
+		t.Helper()
+		if !strings.Contains(text, in) || strings.Contains(text, out) {
+			t.Errorf("%s: want %s and not %s:\n%s", what, in, out, text)
+		}
+	}
+
+	note(t, a, "toolu_a", "mcp__contextfold__recall_folded", `{"search":"needle"}`)
+	text, _ := search(callAs("recall_folded", `{"search":"needle"}`, "toolu_a"))
+	only("Claude Code's call id", text, ca, cb)
+
+	note(t, b, "call_b", "recall_folded", `{"search":"needle"}`)
+	text, _ = search(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"search":"needle"},"_meta":{"callId":"call_b","x-codex-turn-metadata":{}}}}`)
+	only("Codex's call id", text, cb, ca)
+
+	// No id: the newest same call. Conversation B made it last, but A's
+	// was under 30 s before: they cannot be told apart.
+	text, isErr := search(call("recall_folded", `{"search":"needle"}`))
+	if !isErr || text != UnknownCaller {
+		t.Errorf("two conversations made the same call: want the refusal, got:\n%s", text)
+	}
+	note(t, a, "call_x", "contextfold_recall_folded", `{ "search" : "needle", "grep": "" }`)
+	text, _ = search(call("recall_folded", `{"search":"needle","grep":""}`))
+	only("opencode's arguments", text, ca, cb)
+
+	// An id never noted: waited for, then not told apart.
+	slept = 0
+	text, isErr = search(callAs("recall_folded", `{"search":"needle"}`, "toolu_unknown"))
+	if !isErr || text != UnknownCaller || slept < 200*time.Millisecond {
+		t.Errorf("an unknown call id: waited %v, got:\n%s", slept, text)
+	}
+	// Codes still name their blocks everywhere.
+	text, isErr = search(callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_unknown"))
+	if isErr || !strings.Contains(text, "needle in conversation B") {
+		t.Errorf("recall by code without a known caller:\n%s", text)
+	}
+	// A known caller reads its own blocks only.
+	text, _ = search(callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_a"))
+	if strings.Contains(text, "needle in conversation B") {
+		t.Errorf("conversation A read B's block:\n%s", text)
 	}
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/foldstore"
@@ -34,7 +38,10 @@ func schema(v any) json.RawMessage {
 
 // Tools returns recall_folded and unfold over the fold store in dir.
 func Tools(dir string) []Tool {
-	st := store{dir: dir}
+	return store{dir: dir, wait: callWait, now: time.Now, sleep: time.Sleep}.tools()
+}
+
+func (st store) tools() []Tool {
 	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
 	return []Tool{
 		{
@@ -59,7 +66,108 @@ func Tools(dir string) []Tool {
 
 // store reads the fold store's conversation files afresh on every call:
 // the proxy appends to them while this server runs.
-type store struct{ dir string }
+type store struct {
+	dir   string
+	wait  time.Duration // how long to look for the call the proxy notes
+	now   func() time.Time
+	sleep func(time.Duration)
+}
+
+// How a call is matched to its conversation (see caller).
+const (
+	// callWait bounds the wait for the proxy's note of a call whose id
+	// the client gave: it is written before the client has the call, so
+	// it is normally there at once.
+	callWait = 2 * time.Second
+	// callAge is how old a noted call may be and still be this one.
+	callAge = 10 * time.Minute
+	// callTail is how much of a file's end is read for noted calls.
+	callTail = 256 << 10
+	// callTie: two conversations that made the same call this close in
+	// time cannot be told apart.
+	callTie = 30 * time.Second
+)
+
+// callIDs are the _meta fields in which clients give the model's call id:
+// Claude Code's, Codex's.
+var callIDs = []string{"claudecode/toolUseId", "callId"}
+
+// caller returns the file of the conversation a call of tool comes from,
+// or "" when it cannot tell. The proxy notes each call of these tools as
+// the response making it streams (proxy.watchCalls). A client that gives
+// the model's call id in _meta (Claude Code, Codex) is matched by it; one
+// that does not (opencode) by the tool and its arguments: the newest such
+// call, unless another conversation made the same call about as recently.
+func (s store) caller(tool string, args, meta json.RawMessage) string {
+	var m map[string]any
+	json.Unmarshal(meta, &m)
+	id := ""
+	for _, k := range callIDs {
+		if v, ok := m[k].(string); ok && v != "" {
+			id = v
+			break
+		}
+	}
+	wait := s.wait
+	if id == "" {
+		wait /= 8 // nothing names the call: it is there at once or not at all
+	}
+	deadline := s.now().Add(wait)
+	for {
+		path, found := s.match(tool, id, args)
+		if found || s.now().After(deadline) {
+			return path
+		}
+		s.sleep(50 * time.Millisecond)
+	}
+}
+
+// match looks for the call once; found says the answer is final.
+func (s store) match(tool, id string, args json.RawMessage) (path string, found bool) {
+	paths, err := foldstore.Files(s.dir)
+	if err != nil {
+		return "", false
+	}
+	now := s.now()
+	var want any
+	json.Unmarshal(args, &want)
+	type hit struct {
+		path string
+		at   time.Time
+	}
+	var hits []hit
+	for _, p := range paths {
+		if info, err := os.Stat(p); err != nil || now.Sub(info.ModTime()) > callAge {
+			continue // Files lists newest first, but a stat is cheap
+		}
+		calls, err := foldstore.RecentCalls(p, callTail)
+		if err != nil {
+			continue
+		}
+		for _, c := range calls {
+			if id != "" {
+				if c.ID == id {
+					return p, true
+				}
+				continue
+			}
+			var got any
+			if now.Sub(c.At) <= callAge && strings.HasSuffix(c.Name, tool) && json.Unmarshal([]byte(c.Args), &got) == nil && reflect.DeepEqual(got, want) {
+				hits = append(hits, hit{p, c.At})
+			}
+		}
+	}
+	if id != "" || len(hits) == 0 {
+		return "", false
+	}
+	sort.Slice(hits, func(i, j int) bool { return hits[i].at.After(hits[j].at) })
+	for _, h := range hits[1:] {
+		if h.path != hits[0].path && hits[0].at.Sub(h.at) < callTie {
+			return "", true // two conversations made the same call: not told apart
+		}
+	}
+	return hits[0].path, true
+}
 
 // found is a folded block located in the store.
 type found struct {
@@ -70,11 +178,15 @@ type found struct {
 	unfolded bool // an unfold released it
 }
 
-// files reads every conversation file, newest first.
-func (s store) files() ([]string, []*foldstore.Contents, error) {
-	paths, err := foldstore.Files(s.dir)
-	if err != nil {
-		return nil, nil, err
+// files reads the conversation file at only, or when only is "" every
+// conversation file, newest first.
+func (s store) files(only string) ([]string, []*foldstore.Contents, error) {
+	paths := []string{only}
+	if only == "" {
+		var err error
+		if paths, err = foldstore.Files(s.dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	var ps []string
 	var cs []*foldstore.Contents
@@ -88,9 +200,10 @@ func (s store) files() ([]string, []*foldstore.Contents, error) {
 	return ps, cs, nil
 }
 
-// lookup finds codes in the newest conversation that folded each.
-func (s store) lookup(codes []string) (map[string]found, error) {
-	paths, contents, err := s.files()
+// lookup finds codes in the conversation at only, or, when only is "",
+// in the newest conversation that folded each.
+func (s store) lookup(only string, codes []string) (map[string]found, error) {
+	paths, contents, err := s.files(only)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +237,7 @@ func toolName(rec registry.Record) string {
 	return rec.Kind
 }
 
-func (s store) recall(_ context.Context, raw json.RawMessage) (string, bool) {
+func (s store) recall(_ context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a recallArgs
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &a); err != nil {
@@ -134,8 +247,17 @@ func (s store) recall(_ context.Context, raw json.RawMessage) (string, bool) {
 	if a.Lines != "" && !recall.ValidLines(a.Lines) {
 		return recall.MalformedLines(a.Lines), true
 	}
+	// The caller's conversation: codes are read from it, and search
+	// sweeps only it. Codes alone name their blocks everywhere (a code is
+	// a hash of a provider's call id), so a caller not told apart still
+	// recalls by code; a search would read other conversations, so it is
+	// not run for one.
+	conv := s.caller("recall_folded", raw, meta)
 	if a.Search != "" && len(a.Codes) == 0 {
-		return s.search(a.Search)
+		if conv == "" {
+			return UnknownCaller, true
+		}
+		return s.search(conv, a.Search)
 	}
 	if len(a.Codes) == 0 {
 		return recall.NoCodesRecall, false
@@ -148,7 +270,7 @@ func (s store) recall(_ context.Context, raw json.RawMessage) (string, bool) {
 	for i, c := range a.Codes {
 		codes[i], _ = digest.ParseCode(c)
 	}
-	at, err := s.lookup(codes)
+	at, err := s.lookup(conv, codes)
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
@@ -172,10 +294,16 @@ func (s store) recall(_ context.Context, raw json.RawMessage) (string, bool) {
 	return recall.RenderRecall(matches, failures, missing), len(matches) == 0 && len(failures) > 0
 }
 
-// search sweeps the folded blocks of every conversation, newest first. A
-// block whose text fails its check is left out, and the answer says so.
-func (s store) search(term string) (string, bool) {
-	_, contents, err := s.files()
+// UnknownCaller answers a search whose conversation the store cannot tell.
+const UnknownCaller = "recall_folded: search did not run: it cannot tell which conversation this call comes from " +
+	"(contextfold proxy noted no matching call: is this client sending its requests through it?), " +
+	"and a search must not read other conversations. Recall by code instead: " +
+	"codes=[...] from the {#code FOLDED} tags in your context."
+
+// search sweeps the folded blocks of the conversation at path. A block
+// whose text fails its check is left out, and the answer says so.
+func (s store) search(path, term string) (string, bool) {
+	_, contents, err := s.files(path)
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
@@ -209,7 +337,7 @@ func sortBlocks(bs []recall.Block) {
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Code < bs[j].Code })
 }
 
-func (s store) unfold(_ context.Context, raw json.RawMessage) (string, bool) {
+func (s store) unfold(_ context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a struct {
 		Codes []string `json:"codes"`
 	}
@@ -223,7 +351,7 @@ func (s store) unfold(_ context.Context, raw json.RawMessage) (string, bool) {
 	for i, c := range a.Codes {
 		codes[i], _ = digest.ParseCode(c)
 	}
-	at, err := s.lookup(codes)
+	at, err := s.lookup(s.caller("unfold", raw, meta), codes)
 	if err != nil {
 		return "unfold failed: the fold record cannot be read: " + err.Error(), true
 	}

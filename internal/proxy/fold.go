@@ -193,6 +193,10 @@ const maxCandidates = 16
 // reading it again. The comparison, linear in the body, then overlaps the
 // body's transfer instead of delaying the request after it.
 type Incoming struct {
+	api codec.API
+	// path is the file of the conversation the request was folded in, once
+	// Fold knows it: the response's tool calls are noted there.
+	path   string
 	scope  string
 	cands  []*codec.Request
 	common []int // per candidate: how many leading bytes are equal
@@ -203,7 +207,7 @@ type Incoming struct {
 // Begin returns the Incoming of a request of api, for its body's bytes to
 // be written to as they arrive; Fold takes it.
 func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
-	in := &Incoming{scope: string(api) + "\x00" + scopeOf(r)}
+	in := &Incoming{api: api, scope: string(api) + "\x00" + scopeOf(r)}
 	f.mu.Lock()
 	list := f.scopes[in.scope]
 	list = append([]*conversation(nil), list[:min(len(list), maxCandidates)]...)
@@ -392,6 +396,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		}
 		out, why, ok := f.fold(c, api, req)
 		if ok {
+			in.path = c.file.Path()
 			return out, why
 		}
 		// Evicted while this request waited for it: open it again.

@@ -85,6 +85,8 @@ type ctxKey struct{}
 type reqInfo struct {
 	api   API
 	start time.Time
+	// in followed the body of a request the Folder saw (nil: none).
+	in *Incoming
 }
 
 // New returns a Proxy for cfg.
@@ -179,6 +181,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{api: api, start: time.Now()}
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)
+		info.in = in
 		body, err := readBody(r, in)
 		var big *http.MaxBytesError
 		switch {
@@ -203,10 +206,15 @@ func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
 	writeError(w, api, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over contextfold proxy's limit of %d bytes (-max-body)", p.cfg.MaxBody))
 }
 
-// logged notes the upstream's answer; the response itself is not touched.
+// logged notes the upstream's answer, and has the calls of context-fold's
+// own tools in a folded conversation's answer noted in its file (see
+// watchCalls); the response itself is not touched.
 func (p *Proxy) logged(res *http.Response) error {
 	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
 		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
+		if info.in != nil && info.in.path != "" && res.StatusCode/100 == 2 {
+			res.Body = watchCalls(res, info.in.api, info.in.path, p.cfg.Log)
+		}
 	}
 	return nil
 }

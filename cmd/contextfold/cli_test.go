@@ -29,7 +29,7 @@ var flagsOf = map[string][]string{
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
 	"mcp":     {"-store"},
-	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window"},
+	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window", "-max-memory"},
 }
 
 // TestHelpOnEveryCommand: -h, -help, --help and "help <cmd>" print the
@@ -159,6 +159,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"recall"}, {"recall", "f"}, {"recall", "-search", "x"}, {"recall", "-grep"},
 		{"recall", "-lines", "abc", "f", "c"}, {"recall", "f", "c", "-lines", "5-2"}, {"recall", "f", "c", "-lines=40"},
 		{"handoff"}, {"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
+		{"proxy", "-max-memory", "0"}, {"proxy", "-window", "-1"},
 	}
 	for _, c := range commands() {
 		cases = append(cases, []string{c.name, "-no-such-flag"})

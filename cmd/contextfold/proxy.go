@@ -86,6 +86,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fold := fs.Bool("fold", true, "fold stale tool results; -fold=false forwards every request unchanged")
 	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
+	maxMemory := fs.Int64("max-memory", proxy.DefaultMaxHeld, "conversation state held in memory, in `bytes`; the least recently used conversations are dropped (and read back from the store when they return)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
 	}
@@ -109,6 +110,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *maxBody <= 0 {
 		return usageError(stderr, "proxy", "-max-body %d: want a positive number of bytes", *maxBody)
 	}
+	if *maxMemory <= 0 {
+		return usageError(stderr, "proxy", "-max-memory %d: want a positive number of bytes", *maxMemory)
+	}
 	if *window < 0 {
 		return usageError(stderr, "proxy", "-window %d: want a number of tokens", *window)
 	}
@@ -128,6 +132,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer st.Close()
 		folder := proxy.NewFolder(st, *window, log)
+		folder.MaxHeld = *maxMemory
 		defer folder.Close()
 		cfg.Folder = folder
 		log.Info("folding", "store", dir)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -204,5 +205,45 @@ func TestEviction(t *testing.T) {
 	folder.mu.Unlock()
 	if held != 1 {
 		t.Errorf("%d conversations held, want 1", held)
+	}
+}
+
+// TestEditKeepsTheSharedPrefix: a request that does not extend its
+// conversation (the user edits turn 20 of 30 and goes on from there) is
+// folded as the same conversation: every output the edit keeps goes out
+// exactly as the last request sent it (frozen digests and raw outputs
+// alike), so the provider's cache of that prefix still holds.
+func TestEditKeepsTheSharedPrefix(t *testing.T) {
+	const window = 30_000
+	c := chatConv{"You are a test agent.", "Run the build.", "call", "ses_e"}
+	up := newUpstream(t, "up", nil)
+	base, stop := foldingFront(t, up, t.TempDir(), window)
+	defer stop()
+	var last string
+	for n := 1; n <= 30; n++ {
+		last = c.post(t, base, up, c.body(n))
+	}
+	before := clients[0].outputs(t, []byte(last))
+	// The fork: turns 1-20 kept, then other calls.
+	forked := chatConv{c.system, c.user, "fork", c.session}
+	msgs := func(body string) []any {
+		var v struct{ Messages []any }
+		json.Unmarshal([]byte(body), &v)
+		return v.Messages
+	}
+	spliced := append(msgs(c.body(20)), msgs(forked.body(3))[2:]...)
+	body := js(map[string]any{"model": "m", "messages": spliced, "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "bash"}}}, "stream": true})
+	got := clients[0].outputs(t, []byte(c.post(t, base, up, body)))
+	folded := 0
+	for k := 1; k <= 20; k++ {
+		if got[c.id(k)] != before[c.id(k)] {
+			t.Fatalf("turn %d: the edit changed a kept output:\n%q\n%q", k, before[c.id(k)], got[c.id(k)])
+		}
+		if codeRE.MatchString(got[c.id(k)]) {
+			folded++
+		}
+	}
+	if folded == 0 {
+		t.Fatal("nothing in the kept prefix was folded: the test shows nothing")
 	}
 }

@@ -517,7 +517,7 @@ func TestOpencodeKeyless(t *testing.T) { testClient(t, opencode) }
 // ---- The proxy ------------------------------------------------------------
 
 // proxyBinary is $CONTEXTFOLD_BIN, else an engine built from this tree.
-func proxyBinary(t *testing.T) string {
+func proxyBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("CONTEXTFOLD_BIN"); p != "" {
 		return p
@@ -534,7 +534,7 @@ const proxyListening = "contextfold proxy listening on "
 // onto the upstream origin, for the Anthropic and the OpenAI routes alike.
 // It is stopped when the test ends. Its fold record is under a temporary
 // directory; args are more flags.
-func startProxy(t *testing.T, fakeURL string, args ...string) string {
+func startProxy(t testing.TB, fakeURL string, args ...string) string {
 	t.Helper()
 	bin := proxyBinary(t)
 	u, err := url.Parse(fakeURL)

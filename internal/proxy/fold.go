@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,8 +97,10 @@ type conversation struct {
 	mu   sync.Mutex
 	eng  *engine.Engine
 	file *foldstore.Conversation
-	// prev is the previous request, to find what this one kept.
-	prev *codec.Request
+	// prev is the previous request, to find what this one kept; prevBuf
+	// holds its body (nil: not pooled).
+	prev    *codec.Request
+	prevBuf *buffer
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -110,6 +109,17 @@ type conversation struct {
 	// used and size are the Folder's, under Folder.mu.
 	used time.Time
 	size int64
+}
+
+// setPrev makes req, in buf, the previous request. c.mu is held.
+func (c *conversation) setPrev(req *codec.Request, buf *buffer) {
+	if buf != nil {
+		buf.hold()
+	}
+	if c.prevBuf != nil {
+		c.prevBuf.release()
+	}
+	c.prev, c.prevBuf = req, buf
 }
 
 type valueKey struct {
@@ -123,7 +133,8 @@ func (c *conversation) close() {
 	if !c.closed {
 		c.closed = true
 		c.file.Close()
-		c.prev, c.eng, c.values = nil, nil, nil
+		c.setPrev(nil, nil)
+		c.eng, c.values = nil, nil
 	}
 }
 
@@ -194,11 +205,14 @@ const maxCandidates = 16
 // body's transfer instead of delaying the request after it.
 type Incoming struct {
 	api codec.API
+	// buf holds the body (nil: not pooled).
+	buf *buffer
 	// path is the file of the conversation the request was folded in, once
 	// Fold knows it: the response's tool calls are noted there.
 	path   string
 	scope  string
 	cands  []*codec.Request
+	held   []*buffer // the candidates' bodies, held until done
 	common []int // per candidate: how many leading bytes are equal
 	equal  []bool
 	n      int // bytes seen
@@ -216,6 +230,10 @@ func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
 		c.mu.Lock()
 		if c.prev != nil {
 			in.cands = append(in.cands, c.prev)
+			if c.prevBuf != nil {
+				c.prevBuf.hold() // not reused while compared
+				in.held = append(in.held, c.prevBuf)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -245,6 +263,14 @@ func (in *Incoming) Write(p []byte) (int, error) {
 	}
 	in.n += len(p)
 	return len(p), nil
+}
+
+// done lets go of the candidates' bodies.
+func (in *Incoming) done() {
+	for _, b := range in.held {
+		b.release()
+	}
+	in.held, in.cands = nil, nil
 }
 
 // best is the previous request sharing the longest prefix with the body
@@ -368,11 +394,18 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 	// Decoding against another conversation's request is correct, only
 	// slower (codec.DecodeAfter reuses nothing that differs).
 	if in == nil || in.n != len(body) {
+		var buf *buffer
+		if in != nil {
+			in.done()
+			buf = in.buf
+		}
 		in = f.Begin(r, api)
+		in.buf = buf
 		in.Write(body)
 	}
 	prev, common := in.best()
 	req, err := codec.DecodeAfterPrefix(api, body, prev, common)
+	in.done() // the decoded request no longer refers to prev's body
 	if err != nil {
 		return unchanged, err.Error()
 	}
@@ -394,7 +427,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		if err != nil {
 			return unchanged, err.Error()
 		}
-		out, why, ok := f.fold(c, api, req)
+		out, why, ok := f.fold(c, api, req, in.buf)
 		if ok {
 			in.path = c.file.Path()
 			return out, why
@@ -406,7 +439,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 
 // fold folds req in c, unless c was evicted (ok false), and starts the
 // idle work that follows a request.
-func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request) (out [][]byte, why string, ok bool) {
+func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer) (out [][]byte, why string, ok bool) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	c.waiting.Add(-1)
@@ -418,7 +451,7 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request) (out [
 	idle := false
 	func() {
 		defer c.mu.Unlock() // also when step panics (Fold recovers)
-		out, why, size = f.step(c, api, req)
+		out, why, size = f.step(c, api, req, buf)
 		idle = !c.preparing
 		c.preparing = true
 	}()
@@ -431,7 +464,7 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request) (out [
 }
 
 // step folds req in c. c.mu is held.
-func (f *Folder) step(c *conversation, api codec.API, req *codec.Request) (out [][]byte, why string, size int64) {
+func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer) (out [][]byte, why string, size int64) {
 	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
@@ -454,7 +487,7 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request) (out [
 	// provider drops invalidated thinking or rejects the request.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
-	c.prev = req
+	c.setPrev(req, buf)
 	size = 3 * int64(len(req.Body()))
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
@@ -504,33 +537,6 @@ func (f *Folder) prepare(c *conversation) {
 	}
 }
 
-// readBody reads a request body whole, within the proxy's limit, writing
-// each piece to seen as it arrives.
-func readBody(r *http.Request, seen io.Writer) ([]byte, error) {
-	var buf []byte
-	if r.ContentLength > 0 {
-		buf = make([]byte, 0, r.ContentLength)
-	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow
-		}
-		n, err := r.Body.Read(buf[len(buf):cap(buf)])
-		if n > 0 {
-			seen.Write(buf[len(buf) : len(buf)+n])
-			buf = buf[:len(buf)+n]
-		}
-		if err == io.EOF {
-			r.Body.Close()
-			return buf, nil
-		}
-		if err != nil {
-			r.Body.Close()
-			return buf, err
-		}
-	}
-}
-
 // foldable reports whether the proxy may rewrite r's body: a JSON POST to
 // a route it knows, not content-encoded.
 func foldable(r *http.Request) (codec.API, bool) {
@@ -542,20 +548,4 @@ func foldable(r *http.Request) (codec.API, bool) {
 		return "", false
 	}
 	return api, true
-}
-
-// setBody replaces r's body with the concatenation of segs.
-func setBody(r *http.Request, segs [][]byte) {
-	n := 0
-	for _, s := range segs {
-		n += len(s)
-	}
-	r.GetBody = func() (io.ReadCloser, error) {
-		bufs := append(net.Buffers(nil), segs...)
-		return io.NopCloser(&bufs), nil
-	}
-	r.Body, _ = r.GetBody()
-	r.ContentLength = int64(n)
-	r.Header.Set("Content-Length", strconv.Itoa(n))
-	r.TransferEncoding = nil
 }

@@ -182,21 +182,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)
 		info.in = in
-		body, err := readBody(r, in)
+		in.buf = newBuffer(r.ContentLength)
+		// Held until the request is served; the body's readers and the
+		// Folder hold it on their own.
+		defer in.buf.release()
+		err := readBody(r, in.buf, in)
 		var big *http.MaxBytesError
 		switch {
 		case errors.As(err, &big):
+			in.done()
 			p.tooLarge(w, api, r)
 			return
 		case err != nil:
+			in.done()
 			p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
 			return
 		}
-		out, why := p.cfg.Folder.Fold(r, fa, body, in)
+		out, why := p.cfg.Folder.Fold(r, fa, in.buf.b, in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}
-		setBody(r, out)
+		setBody(r, out, in.buf)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
 }

@@ -213,7 +213,7 @@ type Incoming struct {
 	scope  string
 	cands  []*codec.Request
 	held   []*buffer // the candidates' bodies, held until done
-	common []int // per candidate: how many leading bytes are equal
+	common []int     // per candidate: how many leading bytes are equal
 	equal  []bool
 	n      int // bytes seen
 }

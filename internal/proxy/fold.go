@@ -227,7 +227,11 @@ func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
 	list = append([]*conversation(nil), list[:min(len(list), maxCandidates)]...)
 	f.mu.Unlock()
 	for _, c := range list {
-		c.mu.Lock()
+		if !c.mu.TryLock() {
+			// Busy with a request of its own, which replaces its previous
+			// one: not worth waiting for while this body arrives.
+			continue
+		}
 		if c.prev != nil {
 			in.cands = append(in.cands, c.prev)
 			if c.prevBuf != nil {
@@ -393,15 +397,15 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 	scope := scopeOf(r)
 	// Decoding against another conversation's request is correct, only
 	// slower (codec.DecodeAfter reuses nothing that differs).
-	if in == nil || in.n != len(body) {
-		var buf *buffer
-		if in != nil {
-			in.done()
-			buf = in.buf
-		}
+	switch {
+	case in == nil:
 		in = f.Begin(r, api)
-		in.buf = buf
 		in.Write(body)
+	case in.n != len(body):
+		in.done()
+		fresh := f.Begin(r, api)
+		fresh.Write(body)
+		in.cands, in.held, in.common, in.equal, in.n = fresh.cands, fresh.held, fresh.common, fresh.equal, fresh.n
 	}
 	prev, common := in.best()
 	req, err := codec.DecodeAfterPrefix(api, body, prev, common)

@@ -343,6 +343,11 @@ type runOpts struct {
 	mcp bool
 	// wrap, when set, wraps the session's script (e.g. to change replies).
 	wrap func(fakellm.Script) fakellm.Script
+	// converse, when set, feeds the client's standard input (else
+	// /dev/null) as its output comes: it is called once with "" before the
+	// client starts, then with every line the client prints on stdout, and
+	// returns what to write to stdin then and whether to close stdin after.
+	converse func(line string) (input string, close bool)
 }
 
 // runSession runs one scripted session of c as o says.
@@ -397,6 +402,15 @@ func runSession(t *testing.T, c client, o runOpts) clientResult {
 	cmd.Stdin = nil // /dev/null: Codex reads a prompt from a stdin that is not a terminal
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if o.converse != nil {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cv := &conversation{out: &stdout, in: in, f: o.converse}
+		cv.say("")
+		cmd.Stdout = cv
+	}
 	ownProcessGroup(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = 5 * time.Second
@@ -422,6 +436,46 @@ func runSession(t *testing.T, c client, o runOpts) clientResult {
 	}
 	t.Logf("%s %s: %.1fs, exit %d, %d model requests", c.name, via, dur.Seconds(), res.ExitCode, len(res.Requests))
 	return res
+}
+
+// conversation is a client's stdout that feeds its stdin (runOpts.converse).
+// Write runs on exec's copying goroutine, one call at a time.
+type conversation struct {
+	out     *bytes.Buffer
+	in      io.WriteCloser
+	f       func(string) (string, bool)
+	partial []byte
+	closed  bool
+}
+
+func (c *conversation) Write(p []byte) (int, error) {
+	c.out.Write(p)
+	c.partial = append(c.partial, p...)
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(c.partial[:i])
+		c.partial = c.partial[i+1:]
+		c.say(line)
+	}
+}
+
+// say passes line to the conversation and writes its answer to stdin
+// (errors ignored: the client may be gone).
+func (c *conversation) say(line string) {
+	if c.closed {
+		return
+	}
+	input, done := c.f(line)
+	if input != "" {
+		io.WriteString(c.in, input)
+	}
+	if done {
+		c.in.Close()
+		c.closed = true
+	}
 }
 
 // check asserts the session completed: exit 0, the final answer in the

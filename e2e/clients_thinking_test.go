@@ -30,6 +30,15 @@ package e2e
 //     {"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}; no
 //     thinking.block_binding and no binding beta unless it takes the base
 //     URL for first-party (see claudePreservedDropBlock).
+//   - Claude Code 2.1.332 with -p --input-format stream-json (no prompt
+//     argument) reads user messages, {"type":"user","message":{...}} lines,
+//     from stdin. It reads each line as it comes: the prompts written while
+//     it works on one reach the model in the next tool result's message,
+//     as text blocks "The user sent a new message while you were working:
+//     ...", not as user turns. A prompt written after the previous one's
+//     {"type":"result"} line is a user message of its own (a string
+//     content), which gets its own result line. Its input closed after
+//     the last result, it exits 0.
 //   - Codex 0.169.1 on gpt-preserved-fake (no catalog entry: "Unknown
 //     model ... fallback model metadata", non-fatal) sends reasoning
 //     {"summary":"auto"}, include ["reasoning.encrypted_content"], store
@@ -79,6 +88,11 @@ type thinkingCase struct {
 	optIn string
 	// redacted adds a redacted_thinking block to every reply.
 	redacted bool
+	// prompts, when > 0, runs a session of that many user prompts, fed on
+	// the client's stdin (streamPrompts), of promptTurns shell calls each,
+	// with the proxy folding for promptsWindow: fold events happen at the
+	// user turns, and must fold invalidated thinking into text digests.
+	prompts int
 }
 
 // claudePreservedDropBlock is the variable that runs the drop_block case:
@@ -95,6 +109,8 @@ const claudePreservedDropBlock = "CONTEXTFOLD_E2E_CLAUDE_DROP_BLOCK"
 var thinkingCases = []thinkingCase{
 	{name: "claude/preserved", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true,
 		env: map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"}},
+	{name: "claude/preserved-user-turns", c: claudeCode, model: fakellm.PreservedClaude, prompts: 4,
+		env: map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"}},
 	{name: "claude/preserved-reminder", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true, clientRejects: true},
 	{name: "claude/preserved-drop-block", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true, clientRejects: true,
 		optIn: claudePreservedDropBlock,
@@ -102,6 +118,59 @@ var thinkingCases = []thinkingCase{
 	{name: "claude/thinking", c: claudeCode, model: "claude-opus-4-1-fake", redacted: true},
 	{name: "codex/preserved", c: codex, model: "gpt-preserved-fake"},
 	{name: "opencode/reasoning", c: opencode},
+}
+
+// promptTurns is the number of shell calls of each prompt of a session of
+// several prompts (thinkingCase.prompts).
+const promptTurns = 10
+
+// promptsWindow is the context window the proxy folds for in a session of
+// several prompts: its ~2,500-token outputs outgrow it within the first
+// prompts, so the held folds land at the later user turns.
+const promptsWindow = "40000"
+
+// streamPrompts is Claude Code c reading its prompts from stdin, one
+// stream-json user message a line, instead of the -p argument.
+func streamPrompts(c client) client {
+	if c.name != claudeCode.name {
+		panic("streamPrompts: " + c.name + " is not Claude Code")
+	}
+	prepare := c.prepare
+	c.prepare = func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
+		e, args := prepare(t, d, origin, mcp)
+		i := slices.Index(args, clientPrompt)
+		if i < 1 || args[i-1] != "-p" {
+			t.Fatalf("streamPrompts: no -p %q in %q", clientPrompt, args)
+		}
+		args = slices.Delete(args, i, i+1)
+		return e, append(args, "--input-format", "stream-json")
+	}
+	return c
+}
+
+// promptByPrompt feeds Claude Code n user prompts in stream-json, one
+// {"type":"user","message":{...}} object a line, each once the previous one
+// has its result (a {"type":"result"} line on stdout), and then ends its
+// input. Written all at once, the later prompts reach the model inside the
+// first tool result instead ("The user sent a new message while you were
+// working: ..."), in one turn.
+func promptByPrompt(n int) func(string) (string, bool) {
+	sent := 0
+	return func(line string) (string, bool) {
+		if line != "" {
+			var ev struct{ Type string }
+			if json.Unmarshal([]byte(line), &ev) != nil || ev.Type != "result" {
+				return "", false
+			}
+		}
+		if sent == n {
+			return "", true
+		}
+		sent++
+		b, _ := json.Marshal(map[string]any{"type": "user",
+			"message": map[string]any{"role": "user", "content": fmt.Sprintf("Prompt %d: %s", sent, clientPrompt)}})
+		return string(b) + "\n", false
+	}
 }
 
 // withModel is c with model (Claude Code --model, Codex's config.toml
@@ -140,7 +209,10 @@ func withModel(c client, model string, env map[string]string) client {
 // proxy caused: the client's own edits get rejected without it); digests
 // reached the upstream (on a preserved Claude, where the proxy may hold
 // folds, whether they did is logged); the upstream received signed
-// thinking back. Every rejection is attributed: the first part of the
+// thinking back. The case of several prompts (claude/preserved-user-turns)
+// also needs every prompt answered, every fold event at a user turn and
+// thinking folded into text digests where the client sent that thinking;
+// how many is logged. Every rejection is attributed: the first part of the
 // rejected block's prefix that differs from when the block was minted,
 // and whether the client's own requests differ there too.
 func TestClientsThinkingThroughProxy(t *testing.T) {
@@ -155,17 +227,27 @@ func TestClientsThinkingThroughProxy(t *testing.T) {
 				session: fakellm.ClientSession{Turns: thinkingTurns, Thinking: true},
 				proxy:   true, proxyArgs: []string{"-window", thinkingWindow},
 			}
+			if tc.prompts > 0 {
+				c = streamPrompts(c)
+				o.session = fakellm.ClientSession{TurnsPerPrompt: promptTurns, Thinking: true}
+				o.proxyArgs = []string{"-window", promptsWindow}
+				o.converse = promptByPrompt(tc.prompts)
+			}
 			if tc.redacted {
 				o.wrap = withRedacted
 			}
 			r := runSession(t, c, o)
 			st := thinkingStats(r.Requests)
 			rej := attributeRejections(r)
-			t.Logf("%s: %d requests, %d rejected (%d by the proxy's edits alone), %d fold events, %d codes folded, "+
-				"%d thinking blocks replayed, %d dropped by the fake (%d distinct)",
-				tc.name, len(r.Requests), len(rej), countProxy(rej), st.foldEvents, st.codes, st.signed, st.dropped, st.droppedBlocks)
+			thoughts, misplaced := thinkingDigests(r)
+			t.Logf("%s: %d requests, %d rejected (%d by the proxy's edits alone), %d fold events (%d at a user turn), %d codes folded, "+
+				"%d thinking blocks replayed, %d dropped by the fake (%d distinct), %d thinking blocks folded to text digests",
+				tc.name, len(r.Requests), len(rej), countProxy(rej), st.foldEvents, st.atPrompt, st.codes, st.signed, st.dropped, st.droppedBlocks, thoughts)
 			for _, x := range rej {
 				t.Logf("  rejected #%d: %s\n    %s", x.seq, x.err, x.why)
+			}
+			for _, m := range misplaced {
+				t.Errorf("a thinking digest upstream where the client sent no such thinking: %s", m)
 			}
 			if dump := os.Getenv("CONTEXTFOLD_E2E_DUMP"); dump != "" {
 				dumpRun(t, filepath.Join(dump, strings.ReplaceAll(tc.name, "/", "-")), r)
@@ -191,8 +273,78 @@ func TestClientsThinkingThroughProxy(t *testing.T) {
 			default:
 				t.Error("no digest reached the upstream")
 			}
+			if tc.prompts > 0 {
+				for p := 1; p <= tc.prompts; p++ {
+					if f := fakellm.ClientPromptFinal(p, promptTurns); !strings.Contains(r.Stdout, f) {
+						t.Errorf("prompt %d: no %q in the output", p, f)
+					}
+				}
+				if st.atPrompt != st.foldEvents {
+					t.Errorf("%d of %d fold events reached the upstream inside a tool-use cycle, not at a user turn",
+						st.foldEvents-st.atPrompt, st.foldEvents)
+				}
+				if thoughts == 0 {
+					t.Error("no invalidated thinking was folded to a text digest")
+				}
+			}
 		})
 	}
+}
+
+// thinkingDigests counts the distinct thinking digests the upstream
+// received: Anthropic assistant text blocks holding a {#code FOLDED} tag.
+// Each must stand where the client's request (the tap's, in the same
+// order) had a thinking block, and quote the start of its text; misplaced
+// lists those that do not.
+func thinkingDigests(r clientResult) (n int, misplaced []string) {
+	codes := map[string]bool{}
+	for k, q := range r.Requests {
+		if q.API != fakellm.Anthropic {
+			continue
+		}
+		for i, m := range antMessages(q.Body) {
+			if m.Role != "assistant" {
+				continue
+			}
+			for j, bl := range antBlocks(m.Content) {
+				var x struct{ Type, Text string }
+				json.Unmarshal(bl, &x)
+				sub := foldTag.FindStringSubmatch(x.Text)
+				if x.Type != "text" || sub == nil {
+					continue
+				}
+				codes[sub[1]] = true
+				var sent struct{ Type, Thinking string }
+				if k < len(r.Sent) {
+					if ms := antMessages(r.Sent[k].Body); i < len(ms) {
+						if bs := antBlocks(ms[i].Content); j < len(bs) {
+							json.Unmarshal(bs[j], &sent)
+						}
+					}
+				}
+				gist := sent.Thinking[:min(len(sent.Thinking), 40)]
+				if sent.Type != "thinking" || !strings.Contains(x.Text, gist) {
+					misplaced = append(misplaced, fmt.Sprintf("#%d messages.%d.content.%d: %q, the client sent a %s block %q",
+						q.Seq, i, j, x.Text, sent.Type, gist))
+				}
+			}
+		}
+	}
+	return len(codes), misplaced
+}
+
+// antMessage is one message of an Anthropic request body.
+type antMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+func antMessages(body []byte) []antMessage {
+	var b struct {
+		Messages []antMessage `json:"messages"`
+	}
+	json.Unmarshal(body, &b)
+	return b.Messages
 }
 
 // withRedacted makes every reply of script with thinking carry a
@@ -222,8 +374,9 @@ func (r redactor) Summary(req *fakellm.Request) string {
 // thinkingRun is what a run's upstream requests show.
 type thinkingRun struct {
 	// foldEvents counts requests holding fold codes the previous request
-	// did not; codes the distinct codes seen.
-	foldEvents, codes int
+	// did not, atPrompt those of them that end with a user prompt (no
+	// tool-use cycle open); codes the distinct codes seen.
+	foldEvents, atPrompt, codes int
 	// signed counts the signed thinking the upstream received back
 	// (Anthropic thinking and redacted_thinking blocks, Responses
 	// reasoning items with encrypted content) or, on Chat Completions, the
@@ -251,6 +404,9 @@ func thinkingStats(reqs []fakellm.Recorded) thinkingRun {
 		for code := range cur {
 			if !prev[code] {
 				st.foldEvents++
+				if endsWithPrompt(&q.Request) {
+					st.atPrompt++
+				}
 				break
 			}
 		}
@@ -267,6 +423,17 @@ func thinkingStats(reqs []fakellm.Recorded) thinkingRun {
 	st.codes = len(seen)
 	st.droppedBlocks = len(drops)
 	return st
+}
+
+// endsWithPrompt reports whether req's last message other than system
+// ones is a user prompt (fakellm.UserPrompt).
+func endsWithPrompt(req *fakellm.Request) bool {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role != "system" {
+			return fakellm.UserPrompt(req, i)
+		}
+	}
+	return false
 }
 
 // signedThinking counts the signed thinking a request body carries back.

@@ -49,12 +49,28 @@ type ClientSession struct {
 	// it where the model does not think (an Anthropic request without
 	// thinking enabled, a Responses model that is no reasoning model).
 	Thinking bool
+	// TurnsPerPrompt, when > 0, makes the session answer several user
+	// prompts (a client fed one prompt after another): each prompt gets
+	// TurnsPerPrompt shell calls, then the final text, ClientPromptFinal.
+	// The calls of a prompt are counted by PromptToolResults: the tool
+	// results after the request's last user prompt. The shell command and
+	// the thinking still follow ClientTurn, which counts every tool result
+	// of the conversation, so no two calls of a session run the same
+	// command. Turns and Recall are not used then.
+	TurnsPerPrompt int
 }
 
 // ClientThinking is the reasoning text of a ClientSession with Thinking on,
 // for the reply to a request of that turn: short, and different per turn.
 func ClientThinking(turn int) string {
 	return fmt.Sprintf("Thinking for turn %d: look at the latest build output, then decide step %d.", turn, turn)
+}
+
+// ClientPromptThinking is the reasoning text of a ClientSession with
+// Thinking and TurnsPerPrompt on, for the reply to a request of that
+// prompt (1-based) and turn.
+func ClientPromptThinking(prompt, turn int) string {
+	return fmt.Sprintf("Thinking for prompt %d, turn %d: look at the latest build output, then decide step %d.", prompt, turn, turn)
 }
 
 // ClientNoFold starts the final text of a Recall session that found no
@@ -99,6 +115,65 @@ func ClientMarker(turn int) string { return ClientMarkerN(turn, 120) }
 // ClientMarkerN is the last line ClientCommandN(turn, lines) prints.
 func ClientMarkerN(turn, lines int) string {
 	return fmt.Sprintf("SUMMARY: turn %d: %d ok, %d errors", turn, 7000+100*turn+14, lines/30)
+}
+
+// ClientPromptFinal is the final text of a ClientSession with
+// TurnsPerPrompt on, for prompt (1-based) after calls shell calls.
+func ClientPromptFinal(prompt, calls int) string {
+	return fmt.Sprintf("%s: prompt %d: %d build steps ran; each printed %d ERROR lines.", ClientFinal, prompt, calls, ClientErrorLines)
+}
+
+// UserPrompt reports whether message i of req is a user prompt: a Role
+// "user" message that does not ride with tool results (on the Anthropic
+// route, the text blocks of a message of tool_result blocks become a
+// "user" Message right after their "tool" Messages: a note, not a prompt).
+func UserPrompt(req *Request, i int) bool {
+	m := &req.Messages[i]
+	if m.Role != "user" {
+		return false
+	}
+	if i > 0 && req.Messages[i-1].Role == "tool" {
+		var w struct {
+			Content []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(m.Raw, &w) == nil {
+			for _, b := range w.Content {
+				if b.Type == "tool_result" {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// ClientPrompt is the prompt of a request: the number of user prompts in
+// it (UserPrompt), at least 1.
+func ClientPrompt(req *Request) int {
+	n := 0
+	for i := range req.Messages {
+		if UserPrompt(req, i) {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// PromptToolResults is the number of tool results after the request's
+// last user prompt (UserPrompt); all of them when it has none.
+func PromptToolResults(req *Request) int {
+	n := 0
+	for i, m := range req.Messages {
+		switch {
+		case UserPrompt(req, i):
+			n = 0
+		case m.Role == "tool":
+			n++
+		}
+	}
+	return n
 }
 
 // ClientTurn is the turn of a request: 1 + the tool results in it.
@@ -258,7 +333,11 @@ func (s *ClientSession) Reply(req *Request) Reply {
 		return Reply{Text: s.side()}
 	}
 	r := s.reply(req, shell)
-	if s.Thinking {
+	switch {
+	case !s.Thinking:
+	case s.TurnsPerPrompt > 0:
+		r.Thinking = []string{ClientPromptThinking(ClientPrompt(req), ClientTurn(req))}
+	default:
 		r.Thinking = []string{ClientThinking(ClientTurn(req))}
 	}
 	return r
@@ -268,6 +347,15 @@ func (s *ClientSession) Reply(req *Request) Reply {
 // thinking.
 func (s *ClientSession) reply(req *Request, shell ToolDecl) Reply {
 	turn := ClientTurn(req)
+	if s.TurnsPerPrompt > 0 {
+		if PromptToolResults(req) < s.TurnsPerPrompt {
+			return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}
+		}
+		if s.FinalText != "" {
+			return Reply{Text: s.FinalText}
+		}
+		return Reply{Text: ClientPromptFinal(ClientPrompt(req), s.TurnsPerPrompt)}
+	}
 	if turn <= s.turns() {
 		return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}
 	}

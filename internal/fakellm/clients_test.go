@@ -426,3 +426,51 @@ func TestClientSessionThinking(t *testing.T) {
 		t.Error("ClientThinking is the same for two turns")
 	}
 }
+
+// TestClientSessionTurnsPerPrompt plays Claude Code fed two prompts, two
+// calls each: the calls of a prompt are counted from its last user prompt,
+// text riding with a tool result is no prompt, the commands and the
+// thinking follow the turn over the whole conversation.
+func TestClientSessionTurnsPerPrompt(t *testing.T) {
+	s := &ClientSession{TurnsPerPrompt: 2, Thinking: true}
+	tools := `[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}]`
+	msgs := []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "first"}}}}
+	var got []string
+	for i := 0; i < 7; i++ {
+		b, _ := json.Marshal(msgs)
+		req, err := ParseAnthropic([]byte(`{"model":"m","messages":` + string(b) + `,"tools":` + tools + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.Reply(req)
+		if len(r.Thinking) != 1 || r.Thinking[0] != ClientPromptThinking(ClientPrompt(req), ClientTurn(req)) {
+			t.Errorf("request %d: thinking %q", i, r.Thinking)
+		}
+		if len(r.ToolCalls) == 0 {
+			got = append(got, r.Text)
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": r.Text}}},
+				map[string]any{"role": "user", "content": "second"})
+			continue
+		}
+		var a struct{ Command string }
+		json.Unmarshal(r.ToolCalls[0].Arguments, &a)
+		if a.Command != ClientCommand(ClientTurn(req)) {
+			t.Errorf("request %d: command of another turn than %d", i, ClientTurn(req))
+		}
+		got = append(got, fmt.Sprintf("call %d", ClientTurn(req)))
+		id := fmt.Sprintf("c%d", i)
+		result := []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "out"}}
+		if i == 0 {
+			result = append(result, map[string]any{"type": "text", "text": "a note riding with the result"})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": map[string]any{}}}},
+			map[string]any{"role": "user", "content": result})
+	}
+	want := []string{"call 1", "call 2", ClientPromptFinal(1, 2), "call 3", "call 4", ClientPromptFinal(2, 2), "call 5"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("answers\n got %q\nwant %q", got, want)
+	}
+	if ClientPromptThinking(1, 3) == ClientPromptThinking(2, 3) {
+		t.Error("ClientPromptThinking is the same for two prompts")
+	}
+}

@@ -58,6 +58,10 @@ type ClientSession struct {
 	// of the conversation, so no two calls of a session run the same
 	// command. Turns and Recall are not used then.
 	TurnsPerPrompt int
+	// Search, in a Recall session, adds a call between the recall by code
+	// and unfold: recall_folded {"search":Search}. Without the tool, the
+	// final text comes at once, starting with ClientNoFold.
+	Search string
 }
 
 // ClientThinking is the reasoning text of a ClientSession with Thinking on,
@@ -360,11 +364,23 @@ func (s *ClientSession) reply(req *Request, shell ToolDecl) Reply {
 		return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}
 	}
 	if s.Recall {
-		switch turn - s.turns() {
+		step := turn - s.turns()
+		if s.Search != "" && step == 2 {
+			tc, ok := MCPTool(req, "recall_folded")
+			if !ok {
+				return Reply{Text: fmt.Sprintf("%s: no recall_folded tool", ClientNoFold)}
+			}
+			tc.Arguments, _ = json.Marshal(map[string]string{"search": s.Search})
+			return Reply{ToolCalls: []ToolCall{tc}}
+		}
+		if s.Search != "" && step > 2 {
+			step-- // the search call came between
+		}
+		switch step {
 		case 1, 2:
 			name := "recall_folded"
 			code := FirstFoldCode(req)
-			if turn-s.turns() == 2 {
+			if step == 2 {
 				name, code = "unfold", s.recalled(req)
 			}
 			tc, ok := MCPTool(req, name)
@@ -401,7 +417,8 @@ func FirstFoldCode(req *Request) string {
 	return ""
 }
 
-// recalled returns the code the session's recall_folded call asked for.
+// recalled returns the code the session's recall_folded call by code asked
+// for (a search call names none).
 func (s *ClientSession) recalled(req *Request) string {
 	for _, tc := range req.ToolCallsSeen() {
 		if strings.HasSuffix(tc.Name, "recall_folded") {

@@ -474,3 +474,61 @@ func TestClientSessionTurnsPerPrompt(t *testing.T) {
 		t.Error("ClientPromptThinking is the same for two prompts")
 	}
 }
+
+// TestClientSessionRecallSearch: a Recall session with Search calls
+// recall_folded by code, then recall_folded {"search":Search}, then unfold
+// on the recalled code, then answers; without Search the search call is
+// not made; without the recall tool the answer comes at once.
+func TestClientSessionRecallSearch(t *testing.T) {
+	tool := func(name string) map[string]any {
+		return map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": map[string]any{"type": "object"}}}
+	}
+	// run plays a conversation with s on the Chat Completions route, each
+	// call answered with a tool result holding a fold tag, and returns the
+	// calls the model made ("name args") and its final text.
+	run := func(s *ClientSession, tools ...string) ([]string, string) {
+		var decl []any
+		for _, n := range tools {
+			decl = append(decl, tool(n))
+		}
+		msgs := []any{map[string]any{"role": "user", "content": "build"}}
+		var calls []string
+		for i := 1; i <= 10; i++ {
+			body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": decl})
+			req, err := ParseOpenAI(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := s.Reply(req)
+			if len(r.ToolCalls) == 0 {
+				return calls, r.Text
+			}
+			tc := r.ToolCalls[0]
+			calls = append(calls, tc.Name+" "+string(tc.Arguments))
+			id := fmt.Sprintf("call_%d", i)
+			msgs = append(msgs,
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": string(tc.Arguments)}}}},
+				map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("{#c%d FOLDED} digest of output %d", i, i)})
+		}
+		t.Fatal("no final text")
+		return nil, ""
+	}
+	shell := `bash {"command":"` + strings.ReplaceAll(ClientCommandN(1, 120), `"`, `\"`) + `"}`
+	all := []string{"bash", "contextfold_recall_folded", "contextfold_unfold"}
+	for _, c := range []struct {
+		search string
+		tools  []string
+		want   []string
+		final  string
+	}{
+		{"ERROR: turn 1", all, []string{shell, `contextfold_recall_folded {"codes":["c1"]}`, `contextfold_recall_folded {"search":"ERROR: turn 1"}`, `contextfold_unfold {"codes":["c1"]}`}, ClientFinal},
+		{`a "quoted" term`, all, []string{shell, `contextfold_recall_folded {"codes":["c1"]}`, `contextfold_recall_folded {"search":"a \"quoted\" term"}`, `contextfold_unfold {"codes":["c1"]}`}, ClientFinal},
+		{"", all, []string{shell, `contextfold_recall_folded {"codes":["c1"]}`, `contextfold_unfold {"codes":["c1"]}`}, ClientFinal},
+		{"ERROR", []string{"bash"}, []string{shell}, ClientNoFold},
+	} {
+		calls, final := run(&ClientSession{Turns: 1, Recall: true, Search: c.search}, c.tools...)
+		if strings.Join(calls, "\n") != strings.Join(c.want, "\n") || !strings.HasPrefix(final, c.final) {
+			t.Errorf("Search %q, tools %v: calls\n%s\nfinal %q; want calls\n%s\nfinal %s…", c.search, c.tools, strings.Join(calls, "\n"), final, strings.Join(c.want, "\n"), c.final)
+		}
+	}
+}

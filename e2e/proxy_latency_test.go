@@ -114,11 +114,17 @@ var ttfbDigest = regexp.MustCompile(`\{#[0-9a-z]+ FOLDED\}`)
 
 // ---- Request bodies --------------------------------------------------------
 
-// ttfbOutput is turn k's tool output: about 9 KB, three error lines (the
-// output of internal/proxy's fold tests).
+// ttfbLines is how many lines a tool output has: 120 (about 9 KB) makes
+// 5.2 MB at 1,000 messages; 24 (about 1.8 KB) makes 1.1 MB, the size of
+// the bench set's real sessions at 1,000 messages (a median of about 1 KB
+// a message). benchmarkTTFB runs both.
+var ttfbLines = 120
+
+// ttfbOutput is turn k's tool output: ttfbLines lines, one in 40 an error
+// line (the output of internal/proxy's fold tests at 120 lines).
 func ttfbOutput(k int) string {
 	var b strings.Builder
-	for i := 1; i <= 120; i++ {
+	for i := 1; i <= ttfbLines; i++ {
 		if i%40 == 0 {
 			fmt.Fprintf(&b, "ERROR: turn %d step %d failed: disk quota exceeded on /var/tmp/build-%d\n", k, i, i)
 			continue
@@ -855,11 +861,18 @@ func (r *ttfbRun) writeSamples(b *testing.B, dir string) {
 // benchmarkTTFB runs a sub-benchmark per format with the paths that start
 // makes (direct first, then the proxies' bases by name).
 func benchmarkTTFB(b *testing.B, start func(b *testing.B, upstream string) []*ttfbPath) {
-	for _, f := range ttfbFormats {
-		up, origin := startTTFBUpstream(b)
-		r := &ttfbRun{f: f, up: up, paths: append([]*ttfbPath{newTTFBPath("direct", origin)}, start(b, origin)...)}
-		b.Run(f.name, func(b *testing.B) { runTTFB(b, r) })
+	for _, size := range []struct {
+		name  string
+		lines int
+	}{{"", 120}, {"/1MB", 24}} {
+		for _, f := range ttfbFormats {
+			ttfbLines = size.lines
+			up, origin := startTTFBUpstream(b)
+			r := &ttfbRun{f: f, up: up, paths: append([]*ttfbPath{newTTFBPath("direct", origin)}, start(b, origin)...)}
+			b.Run(f.name+size.name, func(b *testing.B) { runTTFB(b, r) })
+		}
 	}
+	ttfbLines = 120
 }
 
 // BenchmarkProxyTTFB: what the real `contextfold proxy` adds to the time to

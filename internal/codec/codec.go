@@ -36,6 +36,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -267,10 +268,10 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
 		r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
 		r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
-		// The previous request's map, taken over rather than copied: it
-		// holds later calls' names too, which is harmless (ids are unique),
-		// and prev is not decoded against again.
-		d.names = prev.names
+		// Copied, not shared: several requests may decode against the same
+		// prev at once. It holds later calls' names too, which is harmless
+		// (ids are unique).
+		d.names = maps.Clone(prev.names)
 		d.noteAfterResults = prev.noteAfter[k-1]
 		i = r.ends[k-1]
 	}

@@ -435,3 +435,25 @@ func FuzzDecodeAfter(f *testing.F) {
 		sameDecoding(t, alone, after)
 	})
 }
+
+// TestDecodeAfterConcurrently: requests decoded against the same previous
+// request at once (two conversations of one scope, a retry) share nothing
+// they write (run with -race).
+func TestDecodeAfterConcurrently(t *testing.T) {
+	prev, err := Decode(Messages, growing(5, "m", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			_, err := DecodeAfter(Messages, growing(6+i, "m", false), prev)
+			done <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -286,9 +286,19 @@ func TestCallerScoping(t *testing.T) {
 	if isErr || !strings.Contains(text, "needle in conversation B") {
 		t.Errorf("recall by code without a known caller:\n%s", text)
 	}
-	// A known caller reads its own blocks only.
+	// A code names one block wherever it was folded (a subagent may be
+	// given its parent's); a search stays in the caller's conversation.
 	text, _ = search(callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_a"))
-	if strings.Contains(text, "needle in conversation B") {
-		t.Errorf("conversation A read B's block:\n%s", text)
+	if !strings.Contains(text, "needle in conversation B") {
+		t.Errorf("a known caller could not recall another conversation's code:\n%s", text)
+	}
+
+	// Without an id, only a fresh note counts: an older one of the same
+	// call may be another conversation's whose own note is missing.
+	if err := foldstore.NoteCall(b, foldstore.Call{ID: "call_old", Name: "contextfold_recall_folded", Args: `{"search":"old"}`, At: time.Now().Add(-callFresh - time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if text, isErr = search(call("recall_folded", `{"search":"old"}`)); !isErr || text != UnknownCaller {
+		t.Errorf("a stale note placed the call:\n%s", text)
 	}
 }

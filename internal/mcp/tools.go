@@ -79,8 +79,14 @@ const (
 	// the client gave: it is written before the client has the call, so
 	// it is normally there at once.
 	callWait = 2 * time.Second
-	// callAge is how old a noted call may be and still be this one.
+	// callAge is how old a noted call may be and still be this one, when
+	// the client gave its id.
 	callAge = 10 * time.Minute
+	// callFresh is how old it may be when matched by tool and arguments
+	// only: a client runs the call as soon as the response ends, and an
+	// older note of the same call may be another conversation's whose own
+	// note is missing (a request the proxy did not fold).
+	callFresh = 30 * time.Second
 	// callTail is how much of a file's end is read for noted calls.
 	callTail = 256 << 10
 	// callTie: two conversations that made the same call this close in
@@ -98,7 +104,7 @@ var callIDs = []string{"claudecode/toolUseId", "callId"}
 // the model's call id in _meta (Claude Code, Codex) is matched by it; one
 // that does not (opencode) by the tool and its arguments: the newest such
 // call, unless another conversation made the same call about as recently.
-func (s store) caller(tool string, args, meta json.RawMessage) string {
+func (s store) caller(ctx context.Context, tool string, args, meta json.RawMessage) string {
 	var m map[string]any
 	json.Unmarshal(meta, &m)
 	id := ""
@@ -115,7 +121,7 @@ func (s store) caller(tool string, args, meta json.RawMessage) string {
 	deadline := s.now().Add(wait)
 	for {
 		path, found := s.match(tool, id, args)
-		if found || s.now().After(deadline) {
+		if found || s.now().After(deadline) || ctx.Err() != nil {
 			return path
 		}
 		s.sleep(50 * time.Millisecond)
@@ -152,7 +158,7 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 				continue
 			}
 			var got any
-			if now.Sub(c.At) <= callAge && strings.HasSuffix(c.Name, tool) && json.Unmarshal([]byte(c.Args), &got) == nil && reflect.DeepEqual(got, want) {
+			if now.Sub(c.At) <= callFresh && strings.HasSuffix(c.Name, tool) && json.Unmarshal([]byte(c.Args), &got) == nil && reflect.DeepEqual(got, want) {
 				hits = append(hits, hit{p, c.At})
 			}
 		}
@@ -237,7 +243,7 @@ func toolName(rec registry.Record) string {
 	return rec.Kind
 }
 
-func (s store) recall(_ context.Context, raw, meta json.RawMessage) (string, bool) {
+func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a recallArgs
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &a); err != nil {
@@ -252,7 +258,7 @@ func (s store) recall(_ context.Context, raw, meta json.RawMessage) (string, boo
 	// a hash of a provider's call id), so a caller not told apart still
 	// recalls by code; a search would read other conversations, so it is
 	// not run for one.
-	conv := s.caller("recall_folded", raw, meta)
+	conv := s.caller(ctx, "recall_folded", raw, meta)
 	if a.Search != "" && len(a.Codes) == 0 {
 		if conv == "" {
 			return UnknownCaller, true
@@ -271,6 +277,19 @@ func (s store) recall(_ context.Context, raw, meta json.RawMessage) (string, boo
 		codes[i], _ = digest.ParseCode(c)
 	}
 	at, err := s.lookup(conv, codes)
+	if err == nil && conv != "" && len(at) < len(codes) {
+		// A code the caller's conversation did not fold (a subagent given
+		// its parent's): a code names one block wherever it is, so it is
+		// read from the conversation that folded it.
+		var more map[string]found
+		if more, err = s.lookup("", codes); err == nil {
+			for code, f := range more {
+				if _, ok := at[code]; !ok {
+					at[code] = f
+				}
+			}
+		}
+	}
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
@@ -337,7 +356,7 @@ func sortBlocks(bs []recall.Block) {
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Code < bs[j].Code })
 }
 
-func (s store) unfold(_ context.Context, raw, meta json.RawMessage) (string, bool) {
+func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a struct {
 		Codes []string `json:"codes"`
 	}
@@ -351,7 +370,7 @@ func (s store) unfold(_ context.Context, raw, meta json.RawMessage) (string, boo
 	for i, c := range a.Codes {
 		codes[i], _ = digest.ParseCode(c)
 	}
-	at, err := s.lookup(s.caller("unfold", raw, meta), codes)
+	at, err := s.lookup(s.caller(ctx, "unfold", raw, meta), codes)
 	if err != nil {
 		return "unfold failed: the fold record cannot be read: " + err.Error(), true
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"math/bits"
 	"net"
@@ -69,9 +70,13 @@ func (b *buffer) hold() { b.refs.Add(1) }
 // release drops a holder; the last one returns the buffer to its pool.
 func (b *buffer) release() {
 	if b.refs.Add(-1) == 0 && b.class >= 0 && cap(b.b) == 1<<(b.class+minPooledShift) {
+		buffersReturned.Add(1)
 		bufferPools[b.class].Put(b)
 	}
 }
+
+// buffersReturned counts the buffers returned to their pools, for tests.
+var buffersReturned atomic.Int64
 
 // readBody reads a request body whole into buf, within the proxy's limit,
 // writing each piece to seen as it arrives.
@@ -79,7 +84,22 @@ func readBody(r *http.Request, buf *buffer, seen io.Writer) error {
 	defer r.Body.Close()
 	for {
 		if len(buf.b) == cap(buf.b) {
-			buf.b = append(buf.b, 0)[:len(buf.b)] // grows; a grown buffer is not pooled again
+			// Full: a body of exactly this size ends here, which a one-byte
+			// read tells without growing the buffer.
+			var probe [1]byte
+			n, err := r.Body.Read(probe[:])
+			if n == 0 && err == io.EOF {
+				return nil
+			}
+			if n == 0 && err != nil {
+				return err
+			}
+			buf.b = append(buf.b, probe[:n]...) // grows; a grown buffer is not pooled again
+			seen.Write(probe[:n])
+			if err == io.EOF {
+				return nil
+			}
+			continue
 		}
 		n, err := r.Body.Read(buf.b[len(buf.b):cap(buf.b)])
 		if n > 0 {
@@ -96,7 +116,10 @@ func readBody(r *http.Request, buf *buffer, seen io.Writer) error {
 }
 
 // setBody replaces r's body with the concatenation of segs, which alias
-// buf: each reader the transport opens holds buf until it is closed.
+// buf. Each reader GetBody opens holds buf until it is closed: the proxy
+// gives the transport one (ReverseProxy would hide r.Body's Close from
+// it), and the transport opens more for retries. r.Body itself holds
+// nothing and is not read.
 func setBody(r *http.Request, segs [][]byte, buf *buffer) {
 	n := 0
 	for _, s := range segs {
@@ -106,25 +129,42 @@ func setBody(r *http.Request, segs [][]byte, buf *buffer) {
 		buf.hold()
 		return &segReader{bufs: append(net.Buffers(nil), segs...), buf: buf}, nil
 	}
-	r.Body, _ = r.GetBody()
+	bufs := append(net.Buffers(nil), segs...)
+	r.Body = io.NopCloser(&bufs)
 	r.ContentLength = int64(n)
 	r.Header.Set("Content-Length", strconv.Itoa(n))
 	r.TransferEncoding = nil
 }
 
-// segReader reads segments of a held buffer.
+// segReader reads segments of a held buffer. The transport may close it
+// while a Read is in progress (HTTP/2 does, from another goroutine), so
+// Read and Close exclude each other: the buffer goes back only when no
+// Read can be copying from it.
 type segReader struct {
+	mu     sync.Mutex
 	bufs   net.Buffers
 	buf    *buffer
-	closed atomic.Bool
+	closed bool
 }
 
-func (s *segReader) Read(p []byte) (int, error) { return s.bufs.Read(p) }
+func (s *segReader) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errReadAfterClose
+	}
+	return s.bufs.Read(p)
+}
 
 func (s *segReader) Close() error {
-	if !s.closed.Swap(true) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
 		s.bufs = nil
 		s.buf.release()
 	}
 	return nil
 }
+
+var errReadAfterClose = errors.New("contextfold proxy: request body read after close")

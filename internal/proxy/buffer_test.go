@@ -1,6 +1,12 @@
 package proxy
 
-import "testing"
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/foldstore"
+)
 
 // TestBufferNotReusedWhileHeld: a buffer goes back to its pool only when
 // its last holder lets go; until then no other request gets it.
@@ -30,3 +36,48 @@ func TestBufferNotReusedWhileHeld(t *testing.T) {
 		t.Fatalf("a body over the largest class got class %d", c.class)
 	}
 }
+
+// TestBuffersComeBack: through the whole proxy, a folded request's body
+// goes to the transport as a reader that holds its buffer until the
+// transport closes it (it may read after the handler returns), and the
+// buffer goes back to its pool once the upstream has the request and the
+// conversation has moved on, so a conversation's requests reuse buffers
+// instead of allocating one each.
+func TestBuffersComeBack(t *testing.T) {
+	up := newUpstream(t, "up", nil)
+	store, err := foldstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	folder := NewFolder(store, 40_000, nil)
+	defer folder.Close()
+	var holding, bodies atomic.Int64
+	s, _ := front(t, up, up, func(c *Config) {
+		c.Folder = folder
+		c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			bodies.Add(1)
+			if _, ok := r.Body.(*segReader); ok {
+				holding.Add(1)
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})
+	})
+	cl := clients[0]
+	before := buffersReturned.Load()
+	const n = 12
+	for k := 10; k < 10+n; k++ {
+		send(t, s.URL, cl.path, cl.body(k)) // ≥ 90 KB: pooled
+	}
+	if holding.Load() != bodies.Load() || bodies.Load() != n {
+		t.Fatalf("%d of %d request bodies reached the transport holding their buffer", holding.Load(), bodies.Load())
+	}
+	// The last request's buffer is still its conversation's previous one.
+	if got := buffersReturned.Load() - before; got < n-2 {
+		t.Fatalf("%d of %d buffers came back", got, n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"compress/gzip"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -48,19 +49,23 @@ func watchCalls(res *http.Response, api codec.API, path string, log *slog.Logger
 	})
 	switch enc := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
-		return &teeBody{r: res.Body, w: w, done: w.Close}
+		return &teeBody{r: res.Body, w: w, done: w.Close, log: log}
 	case "gzip":
 		pr, pw := io.Pipe()
 		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.Warn("watching a response for recall calls failed", "err", fmt.Sprint(p))
+				}
+				// However this side ends, the stream must never wait for it.
+				pr.CloseWithError(io.ErrClosedPipe)
+			}()
 			defer w.Close()
-			gz, err := gzip.NewReader(pr)
-			if err == nil {
-				_, err = io.Copy(w, gz)
+			if gz, err := gzip.NewReader(pr); err == nil {
+				io.Copy(w, gz)
 			}
-			// Whatever went wrong, the stream must never wait for this side.
-			pr.CloseWithError(io.ErrClosedPipe)
 		}()
-		return &teeBody{r: res.Body, w: pw, done: func() { pw.Close() }}
+		return &teeBody{r: res.Body, w: pw, done: func() { pw.Close() }, log: log}
 	default:
 		log.Debug("response not watched for recall calls", "content_encoding", enc)
 		return res.Body
@@ -68,23 +73,37 @@ func watchCalls(res *http.Response, api codec.API, path string, log *slog.Logger
 }
 
 // teeBody gives each piece read from r to w before returning it; w's
-// errors are ignored, so the stream never depends on the watching.
+// errors, and its panics, are contained: the stream never depends on the
+// watching, which stops at its first failure.
 type teeBody struct {
-	r    io.ReadCloser
-	w    io.Writer
-	done func()
-	shut bool
+	r      io.ReadCloser
+	w      io.Writer
+	done   func()
+	log    *slog.Logger
+	shut   bool
+	failed bool
 }
 
 func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
-	if n > 0 {
-		t.w.Write(p[:n])
+	if n > 0 && !t.failed {
+		t.watch(func() { t.w.Write(p[:n]) })
 	}
 	if err == io.EOF {
 		t.finish()
 	}
 	return n, err
+}
+
+// watch runs f, containing a panic.
+func (t *teeBody) watch(f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.failed = true
+			t.log.Warn("watching a response for recall calls failed", "err", fmt.Sprint(p))
+		}
+	}()
+	f()
 }
 
 func (t *teeBody) Close() error {
@@ -95,6 +114,6 @@ func (t *teeBody) Close() error {
 func (t *teeBody) finish() {
 	if !t.shut {
 		t.shut = true
-		t.done()
+		t.watch(t.done)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -60,6 +61,10 @@ type Folder struct {
 	// the candidates a request of that scope is decoded against.
 	scopes map[string][]*conversation
 	held   int64
+	// opening serialises the opening of each file not held yet.
+	opening map[string]*sync.Mutex
+	// closed: Close ran; requests pass through and no idle work starts.
+	closed bool
 	// bg counts the idle work running (Prepare between requests).
 	bg sync.WaitGroup
 }
@@ -70,12 +75,14 @@ func NewFolder(store *foldstore.Store, window int, log *slog.Logger) *Folder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}}
+	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}, opening: map[string]*sync.Mutex{}}
 }
 
-// Close stops idle work and closes every conversation file.
+// Close stops idle work and closes every conversation file; requests that
+// come after pass through unchanged.
 func (f *Folder) Close() {
 	f.mu.Lock()
+	f.closed = true
 	convs := f.convs
 	f.convs, f.scopes, f.held = map[string]*conversation{}, map[string][]*conversation{}, 0
 	f.mu.Unlock()
@@ -98,7 +105,10 @@ type conversation struct {
 	eng  *engine.Engine
 	file *foldstore.Conversation
 	// prev is the previous request, to find what this one kept; prevBuf
-	// holds its body (nil: not pooled).
+	// holds its body (nil: not pooled). Written under mu and pm, read
+	// under either: pm lets an arriving body find them without waiting
+	// for a request or the idle work that holds mu.
+	pm      sync.Mutex
 	prev    *codec.Request
 	prevBuf *buffer
 	// values are the encoded digests sent, by layer entry and kind (tool
@@ -116,10 +126,13 @@ func (c *conversation) setPrev(req *codec.Request, buf *buffer) {
 	if buf != nil {
 		buf.hold()
 	}
-	if c.prevBuf != nil {
-		c.prevBuf.release()
-	}
+	c.pm.Lock()
+	old := c.prevBuf
 	c.prev, c.prevBuf = req, buf
+	c.pm.Unlock()
+	if old != nil {
+		old.release()
+	}
 }
 
 type valueKey struct {
@@ -227,11 +240,7 @@ func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
 	list = append([]*conversation(nil), list[:min(len(list), maxCandidates)]...)
 	f.mu.Unlock()
 	for _, c := range list {
-		if !c.mu.TryLock() {
-			// Busy with a request of its own, which replaces its previous
-			// one: not worth waiting for while this body arrives.
-			continue
-		}
+		c.pm.Lock()
 		if c.prev != nil {
 			in.cands = append(in.cands, c.prev)
 			if c.prevBuf != nil {
@@ -239,7 +248,7 @@ func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
 				in.held = append(in.held, c.prevBuf)
 			}
 		}
-		c.mu.Unlock()
+		c.pm.Unlock()
 	}
 	in.common = make([]int, len(in.cands))
 	in.equal = make([]bool, len(in.cands))
@@ -291,25 +300,53 @@ func (in *Incoming) best() (*codec.Request, int) {
 }
 
 // conversation returns the held state of the conversation named name,
-// opening (and replaying) its file when it is not held.
+// opening (and replaying) its file when it is not held. The file is read
+// without f.mu, so that one conversation's replay does not hold up the
+// requests of the others.
 func (f *Folder) conversation(api codec.API, scope, key string) (*conversation, error) {
 	name := foldstore.FileName(string(api), key)
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, errFolderClosed
+	}
 	if c, ok := f.convs[name]; ok {
 		c.used = time.Now()
 		f.touch(c)
+		f.mu.Unlock()
 		return c, nil
+	}
+	opening := f.opening[name]
+	if opening == nil {
+		opening = &sync.Mutex{}
+		f.opening[name] = opening
+	}
+	f.mu.Unlock()
+	// One opener per file: a second request for it waits, then finds it.
+	opening.Lock()
+	defer opening.Unlock()
+	f.mu.Lock()
+	c, ok := f.convs[name]
+	f.mu.Unlock()
+	if ok {
+		return f.conversation(api, scope, key)
 	}
 	file, contents, err := f.store.Conversation(string(api), key)
 	if err != nil {
 		return nil, err
 	}
-	c := &conversation{name: name, scope: scope, eng: engine.New(engine.Config{}), file: file, used: time.Now(), values: map[valueKey][]byte{}}
+	c = &conversation{name: name, scope: scope, eng: engine.New(engine.Config{}), file: file, used: time.Now(), values: map[valueKey][]byte{}}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
 		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.opening, name)
+	if f.closed {
+		file.Close()
+		return nil, errFolderClosed
 	}
 	for len(f.convs) >= maxConversations {
 		f.evict()
@@ -318,6 +355,8 @@ func (f *Folder) conversation(api codec.API, scope, key string) (*conversation, 
 	f.touch(c)
 	return c, nil
 }
+
+var errFolderClosed = errors.New("the folder is closed")
 
 // touch puts c first in its scope's list. f.mu is held.
 func (f *Folder) touch(c *conversation) {
@@ -333,12 +372,14 @@ func (f *Folder) touch(c *conversation) {
 }
 
 // resize records what c holds now and evicts least recently used
-// conversations while the held bytes are over the bound, c last.
-func (f *Folder) resize(c *conversation, size int64) {
+// conversations while the held bytes are over the bound, c last. With
+// idle, it reports whether idle work may start for c (c is still held),
+// and counts it, so that Close waits for it.
+func (f *Folder) resize(c *conversation, size int64, idle bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.convs[c.name] != c {
-		return // evicted meanwhile
+	if f.closed || f.convs[c.name] != c {
+		return false // evicted meanwhile
 	}
 	f.held += size - c.size
 	c.size = size
@@ -349,6 +390,11 @@ func (f *Folder) resize(c *conversation, size int64) {
 	for f.held > max && len(f.convs) > 1 {
 		f.evict()
 	}
+	if !idle || f.convs[c.name] != c {
+		return false
+	}
+	f.bg.Add(1)
+	return true
 }
 
 // evict closes the least recently used conversation. f.mu is held.
@@ -407,6 +453,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		fresh.Write(body)
 		in.cands, in.held, in.common, in.equal, in.n = fresh.cands, fresh.held, fresh.common, fresh.equal, fresh.n
 	}
+	defer in.done() // also if decoding panics
 	prev, common := in.best()
 	req, err := codec.DecodeAfterPrefix(api, body, prev, common)
 	in.done() // the decoded request no longer refers to prev's body
@@ -459,10 +506,12 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 		idle = !c.preparing
 		c.preparing = true
 	}()
-	f.resize(c, size)
-	if idle {
-		f.bg.Add(1)
+	if f.resize(c, size, idle) {
 		go f.prepare(c)
+	} else if idle {
+		c.mu.Lock()
+		c.preparing = false
+		c.mu.Unlock()
 	}
 	return out, why, true
 }
@@ -492,7 +541,14 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
 	c.setPrev(req, buf)
-	size = 3 * int64(len(req.Body()))
+	// Its body's buffer, and the engine's copy of its messages (about the
+	// body's size again, and as much in block texts).
+	size = 2 * int64(len(req.Body()))
+	if buf != nil {
+		size += int64(cap(buf.b))
+	} else {
+		size += int64(len(req.Body()))
+	}
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}

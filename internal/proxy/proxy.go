@@ -113,6 +113,14 @@ func New(cfg Config) (*Proxy, error) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
 			pr.SetURL(p.upstream(info.api))
+			if info.in != nil && pr.In.GetBody != nil {
+				// A reader the transport itself closes, so the body's buffer
+				// is let go once it is sent (ReverseProxy hides the Close of
+				// the body it was given).
+				if b, err := pr.In.GetBody(); err == nil {
+					pr.Out.Body = b
+				}
+			}
 		},
 		Transport: cfg.Transport,
 		// Every chunk goes to the client as soon as it is read: a stream

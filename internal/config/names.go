@@ -37,6 +37,10 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_CODEX", "tests: the Codex binary (.ci/setup-clients.sh)"},
 	{"CONTEXTFOLD_OPENCODE", "tests: the opencode binary (.ci/setup-clients.sh)"},
 	{"CONTEXTFOLD_OPENCODE_SEED", "tests: opencode's pre-installed config directory"},
+	{"CONTEXTFOLD_E2E_DUMP", "e2e: write the thinking runs' request bodies to this directory"},
+	{"CONTEXTFOLD_E2E_CLAUDE_DROP_BLOCK", "e2e: also run Claude Code with drop_block (it looks up api.anthropic.com)"},
+	{"CONTEXTFOLD_TTFB_SAMPLES", "benchmarks: write every time-to-first-byte sample to this directory"},
+	{"CONTEXTFOLD_TTFB_UPLINK_MBPS", "benchmarks: the upstream reads request bodies no faster than this"},
 }
 
 // KnownEnv returns every CONTEXTFOLD_* name context-fold reads, knobs

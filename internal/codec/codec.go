@@ -321,7 +321,7 @@ func (r *Request) reusable(body []byte, vs int, prev *Request, model string) int
 	}
 	p := r.common
 	if p < 0 || p > len(body) || p > len(prev.body) {
-		p = commonPrefix(body, prev.body)
+		p = CommonLen(body, prev.body)
 	}
 	k := sort.SearchInts(prev.ends, p+1) // items ending at or before p
 	for k > 0 && prev.open[k-1] {
@@ -331,10 +331,7 @@ func (r *Request) reusable(body []byte, vs int, prev *Request, model string) int
 }
 
 // CommonLen is the length of the longest common prefix of a and b.
-func CommonLen(a, b []byte) int { return commonPrefix(a, b) }
-
-// commonPrefix is the length of the longest common prefix of a and b.
-func commonPrefix(a, b []byte) int {
+func CommonLen(a, b []byte) int {
 	n := min(len(a), len(b))
 	p := 0
 	// Compared in large blocks first.

@@ -409,8 +409,7 @@ func read(f *os.File) (*Contents, int64, error) {
 			}
 		case TUnfoldRequest:
 		case TCall:
-			at, _ := time.Parse(time.RFC3339Nano, l.At)
-			c.Calls = append(c.Calls, Call{ID: l.ID, Name: l.Name, Namespace: l.Namespace, Args: l.Args, At: at})
+			c.Calls = append(c.Calls, l.call())
 		default:
 			c.Bad++
 		}
@@ -479,8 +478,7 @@ func RecentCalls(path string, tail int64) ([]Call, error) {
 		}
 		var l Line
 		if json.Unmarshal(raw, &l) == nil && l.T == TCall {
-			at, _ := time.Parse(time.RFC3339Nano, l.At)
-			out = append(out, Call{ID: l.ID, Name: l.Name, Namespace: l.Namespace, Args: l.Args, At: at})
+			out = append(out, l.call())
 		}
 	}
 	return out, nil
@@ -490,6 +488,12 @@ func RecentCalls(path string, tail int64) ([]Call, error) {
 // The writer applies it on the conversation's next request.
 func RequestUnfold(path string, codes []string) error {
 	return appendLine(path, Line{T: TUnfoldRequest, Codes: codes})
+}
+
+// call is the Call a "call" line notes.
+func (l *Line) call() Call {
+	at, _ := time.Parse(time.RFC3339Nano, l.At)
+	return Call{ID: l.ID, Name: l.Name, Namespace: l.Namespace, Args: l.Args, At: at}
 }
 
 // NoteCall appends a call the model made to a conversation file. It is not

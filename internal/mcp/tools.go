@@ -143,8 +143,12 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 	}
 	var hits []hit
 	for _, p := range paths {
-		if info, err := os.Stat(p); err != nil || now.Sub(info.ModTime()) > callAge {
-			continue // Files lists newest first, but a stat is cheap
+		info, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if now.Sub(info.ModTime()) > callAge {
+			break // Files lists newest first: the rest are older still
 		}
 		calls, err := foldstore.RecentCalls(p, callTail)
 		if err != nil {

@@ -29,7 +29,7 @@ var flagsOf = map[string][]string{
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
 	"mcp":     {"-store"},
-	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window", "-max-memory"},
+	"proxy":   {"-listen", "-anthropic", "-openai", "-max-body", "-fold", "-store", "-window", "-cut-through", "-max-memory"},
 }
 
 // TestHelpOnEveryCommand: -h, -help, --help and "help <cmd>" print the

@@ -86,6 +86,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fold := fs.Bool("fold", true, "fold stale tool results; -fold=false forwards every request unchanged")
 	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
+	cut := fs.Bool("cut-through", true, "send a folded request upstream while its body still arrives, predicted from the previous request and confirmed before its last byte; -cut-through=false holds each body until it is whole")
 	maxMemory := fs.Int64("max-memory", proxy.DefaultMaxHeld, "conversation state held in memory, in `bytes`; the least recently used conversations are dropped (and read back from the store when they return)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
@@ -93,7 +94,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() != 0 {
 		return wantArgs(stderr, "proxy", "no arguments", fs.Args())
 	}
-	cfg := proxy.Config{MaxBody: *maxBody}
+	cfg := proxy.Config{MaxBody: *maxBody, StoreAndForward: !*cut}
 	for _, u := range []struct {
 		flag, val string
 		dst       **url.URL

@@ -419,33 +419,54 @@ func EditValue(part int, digest string) []byte {
 // Edits is Segments for values already encoded (EditValue): a caller that
 // sends the same digests on every request encodes each once.
 func (r *Request) Edits(edits []Edit) (segs [][]byte, n int, err error) {
-	type span struct {
-		start, end int
-		val        []byte
+	spans, err := r.Spans(edits)
+	if err != nil {
+		return nil, 0, err
 	}
-	spans := make([]span, 0, len(edits))
+	segs, n = Splice(r.body, spans)
+	return segs, n, nil
+}
+
+// Span is an edit placed in a body: Value replaces body[Start:End].
+type Span struct {
+	Start, End int
+	Value      []byte
+}
+
+// Spans places edits in r's body, sorted by position; it fails for an edit
+// with no replaceable value and for overlapping edits.
+func (r *Request) Spans(edits []Edit) ([]Span, error) {
+	spans := make([]Span, 0, len(edits))
 	for _, e := range edits {
 		sp, ok := r.span(e.Msg, e.Part)
 		if !ok {
-			return nil, 0, fmt.Errorf("codec: substitution %d/%d has no replaceable value", e.Msg, e.Part)
+			return nil, fmt.Errorf("codec: substitution %d/%d has no replaceable value", e.Msg, e.Part)
 		}
-		spans = append(spans, span{sp[0], sp[1], e.Value})
+		spans = append(spans, Span{sp[0], sp[1], e.Value})
 	}
-	if !sort.SliceIsSorted(spans, func(i, j int) bool { return spans[i].start < spans[j].start }) {
-		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	if !sort.SliceIsSorted(spans, func(i, j int) bool { return spans[i].Start < spans[j].Start }) {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].Start < spans[j].Start })
 	}
+	for i := 1; i < len(spans); i++ {
+		if spans[i].Start < spans[i-1].End {
+			return nil, errors.New("codec: overlapping substitutions")
+		}
+	}
+	return spans, nil
+}
+
+// Splice is body with sorted, disjoint spans applied, as segments to
+// concatenate (aliasing body and the spans' values), and their length.
+func Splice(body []byte, spans []Span) (segs [][]byte, n int) {
 	segs = make([][]byte, 0, 2*len(spans)+1)
 	at := 0
-	for i, e := range spans {
-		if i > 0 && e.start < spans[i-1].end {
-			return nil, 0, errors.New("codec: overlapping substitutions")
-		}
-		segs = append(segs, r.body[at:e.start], e.val)
-		n += e.start - at + len(e.val)
-		at = e.end
+	for _, e := range spans {
+		segs = append(segs, body[at:e.Start], e.Value)
+		n += e.Start - at + len(e.Value)
+		at = e.End
 	}
-	segs = append(segs, r.body[at:])
-	return segs, n + len(r.body) - at, nil
+	segs = append(segs, body[at:])
+	return segs, n + len(body) - at
 }
 
 // span is where the value an edit of message msg, part part replaces sits.

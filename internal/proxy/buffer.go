@@ -80,14 +80,14 @@ var buffersReturned atomic.Int64
 
 // readBody reads a request body whole into buf, within the proxy's limit,
 // writing each piece to seen as it arrives.
-func readBody(r *http.Request, buf *buffer, seen io.Writer) error {
-	defer r.Body.Close()
+func readBody(body io.ReadCloser, buf *buffer, seen io.Writer) error {
+	defer body.Close()
 	for {
 		if len(buf.b) == cap(buf.b) {
 			// Full: a body of exactly this size ends here, which a one-byte
 			// read tells without growing the buffer.
 			var probe [1]byte
-			n, err := r.Body.Read(probe[:])
+			n, err := body.Read(probe[:])
 			if n == 0 && err == io.EOF {
 				return nil
 			}
@@ -101,7 +101,7 @@ func readBody(r *http.Request, buf *buffer, seen io.Writer) error {
 			}
 			continue
 		}
-		n, err := r.Body.Read(buf.b[len(buf.b):cap(buf.b)])
+		n, err := body.Read(buf.b[len(buf.b):cap(buf.b)])
 		if n > 0 {
 			seen.Write(buf.b[len(buf.b) : len(buf.b)+n])
 			buf.b = buf.b[:len(buf.b)+n]

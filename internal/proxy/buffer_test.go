@@ -57,7 +57,8 @@ func TestBuffersComeBack(t *testing.T) {
 		c.Folder = folder
 		c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			bodies.Add(1)
-			if _, ok := r.Body.(*segReader); ok {
+			switch r.Body.(type) {
+			case *segReader, *cutReader:
 				holding.Add(1)
 			}
 			return http.DefaultTransport.RoundTrip(r)
@@ -69,8 +70,13 @@ func TestBuffersComeBack(t *testing.T) {
 	for k := 10; k < 10+n; k++ {
 		send(t, s.URL, cl.path, cl.body(k)) // ≥ 90 KB: pooled
 	}
-	if holding.Load() != bodies.Load() || bodies.Load() != n {
+	// A prediction a fold event abandoned reaches the transport again
+	// with the decided body; the upstream has each request once.
+	if holding.Load() != bodies.Load() || bodies.Load() < n {
 		t.Fatalf("%d of %d request bodies reached the transport holding their buffer", holding.Load(), bodies.Load())
+	}
+	if got := len(up.requests()); got != n {
+		t.Fatalf("the upstream had %d requests, want %d", got, n)
 	}
 	// The last request's buffer is still its conversation's previous one.
 	if got := buffersReturned.Load() - before; got < n-2 {

@@ -111,6 +111,10 @@ type conversation struct {
 	pm      sync.Mutex
 	prev    *codec.Request
 	prevBuf *buffer
+	// prevSpans are the edits the previous request went out with, in its
+	// body: what a body that repeats its prefix is predicted to get
+	// (cut-through).
+	prevSpans []codec.Span
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -121,14 +125,15 @@ type conversation struct {
 	size int64
 }
 
-// setPrev makes req, in buf, the previous request. c.mu is held.
-func (c *conversation) setPrev(req *codec.Request, buf *buffer) {
+// setPrev makes req, in buf, the previous request, sent with spans. c.mu
+// is held.
+func (c *conversation) setPrev(req *codec.Request, buf *buffer, spans []codec.Span) {
 	if buf != nil {
 		buf.hold()
 	}
 	c.pm.Lock()
 	old := c.prevBuf
-	c.prev, c.prevBuf = req, buf
+	c.prev, c.prevBuf, c.prevSpans = req, buf, spans
 	c.pm.Unlock()
 	if old != nil {
 		old.release()
@@ -146,7 +151,7 @@ func (c *conversation) close() {
 	if !c.closed {
 		c.closed = true
 		c.file.Close()
-		c.setPrev(nil, nil)
+		c.setPrev(nil, nil, nil)
 		c.eng, c.values = nil, nil
 	}
 }
@@ -225,8 +230,9 @@ type Incoming struct {
 	path   string
 	scope  string
 	cands  []*codec.Request
-	held   []*buffer // the candidates' bodies, held until done
-	common []int     // per candidate: how many leading bytes are equal
+	spans  [][]codec.Span // per candidate: the edits it went out with
+	held   []*buffer      // the candidates' bodies, held until done
+	common []int          // per candidate: how many leading bytes are equal
 	equal  []bool
 	n      int // bytes seen
 }
@@ -243,6 +249,7 @@ func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
 		c.pm.Lock()
 		if c.prev != nil {
 			in.cands = append(in.cands, c.prev)
+			in.spans = append(in.spans, c.prevSpans)
 			if c.prevBuf != nil {
 				c.prevBuf.hold() // not reused while compared
 				in.held = append(in.held, c.prevBuf)
@@ -283,7 +290,7 @@ func (in *Incoming) done() {
 	for _, b := range in.held {
 		b.release()
 	}
-	in.held, in.cands = nil, nil
+	in.held, in.cands, in.spans = nil, nil, nil
 }
 
 // best is the previous request sharing the longest prefix with the body
@@ -451,7 +458,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		in.done()
 		fresh := f.Begin(r, api)
 		fresh.Write(body)
-		in.cands, in.held, in.common, in.equal, in.n = fresh.cands, fresh.held, fresh.common, fresh.equal, fresh.n
+		in.cands, in.spans, in.held, in.common, in.equal, in.n = fresh.cands, fresh.spans, fresh.held, fresh.common, fresh.equal, fresh.n
 	}
 	defer in.done() // also if decoding panics
 	prev, common := in.best()
@@ -540,7 +547,12 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	// provider drops invalidated thinking or rejects the request.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
-	c.setPrev(req, buf)
+	spans, err := req.Spans(c.edits(res.Placements))
+	if err != nil {
+		c.setPrev(req, buf, nil)
+	} else {
+		c.setPrev(req, buf, spans)
+	}
 	// Its body's buffer, and the engine's copy of its messages (about the
 	// body's size again, and as much in block texts).
 	size = 2 * int64(len(req.Body()))
@@ -552,10 +564,10 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}
-	segs, _, err := req.Edits(c.edits(res.Placements))
 	if err != nil {
 		return unchanged, err.Error(), size
 	}
+	segs, _ := codec.Splice(req.Body(), spans)
 	if res.Event != nil {
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}

@@ -26,12 +26,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/contextfold/contextfold/internal/codec"
 )
 
 // API is a provider wire family the proxy forwards to.
@@ -71,6 +74,10 @@ type Config struct {
 	Transport http.RoundTripper
 	// Folder folds the requests of the routes it knows (nil: none fold).
 	Folder *Folder
+	// StoreAndForward holds a folded request's body until it is whole
+	// before anything goes upstream; by default a body of declared length
+	// is sent while it arrives (cut-through, see cutthrough.go).
+	StoreAndForward bool
 }
 
 // Proxy is an http.Handler forwarding to the configured upstreams.
@@ -87,6 +94,20 @@ type reqInfo struct {
 	start time.Time
 	// in followed the body of a request the Folder saw (nil: none).
 	in *Incoming
+	// ct is the request's cut-through (nil: stored and forwarded).
+	ct *cutThrough
+}
+
+// path is the conversation file the request was folded in ("": none, or
+// not decided yet).
+func (info *reqInfo) path() string {
+	switch {
+	case info.ct != nil:
+		return info.ct.decidedPath()
+	case info.in != nil:
+		return info.in.path
+	}
+	return ""
 }
 
 // New returns a Proxy for cfg.
@@ -122,7 +143,7 @@ func New(cfg Config) (*Proxy, error) {
 				}
 			}
 		},
-		Transport: cfg.Transport,
+		Transport: cutTransport{cfg.Transport},
 		// Every chunk goes to the client as soon as it is read: a stream
 		// is never held back.
 		FlushInterval:  -1,
@@ -194,16 +215,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Held until the request is served; the body's readers and the
 		// Folder hold it on their own.
 		defer in.buf.release()
-		err := readBody(r, in.buf, in)
-		var big *http.MaxBytesError
-		switch {
-		case errors.As(err, &big):
-			in.done()
-			p.tooLarge(w, api, r)
+		if !p.cfg.StoreAndForward && r.ContentLength > 0 && len(in.cands) > 0 {
+			p.serveCutThrough(w, r, api, fa, info)
 			return
-		case err != nil:
+		}
+		err := readBody(r.Body, in.buf, in)
+		if err != nil {
 			in.done()
-			p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
+			p.unread(w, api, r, err)
 			return
 		}
 		out, why := p.cfg.Folder.Fold(r, fa, in.buf.b, in)
@@ -213,6 +232,66 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		setBody(r, out, in.buf)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+}
+
+// unread answers a request whose body could not be read.
+func (p *Proxy) unread(w http.ResponseWriter, api API, r *http.Request, err error) {
+	var big *http.MaxBytesError
+	if errors.As(err, &big) {
+		p.tooLarge(w, api, r)
+		return
+	}
+	p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
+}
+
+// serveCutThrough serves a request whose body may be predicted (see
+// cutthrough.go): upstream while it arrives if a candidate predicts it,
+// else once it is in and decided.
+func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, api API, fa codec.API, info *reqInfo) {
+	ct := newCutThrough(info.in, r.ContentLength)
+	info.ct = ct
+	wait := p.cutThrough(r, fa, ct)
+	defer wait() // the body is read and decided before its buffer goes
+	<-ct.ready
+	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, info))
+	if ct.predicts() {
+		out.Body, out.GetBody = http.NoBody, func() (io.ReadCloser, error) { return ct.body(), nil }
+		out.ContentLength = int64(ct.total)
+		out.TransferEncoding = nil
+		p.rp.ServeHTTP(w, out)
+		return
+	}
+	wait()
+	if ct.state == cutFailed {
+		p.unread(w, api, r, ct.err)
+		return
+	}
+	info.ct = nil
+	info.in.path = ct.path
+	setBody(out, ct.final, info.in.buf)
+	p.rp.ServeHTTP(w, out)
+}
+
+// cutThrough reads r's body into ct as it arrives and has the Folder decide
+// what goes out once it is in, on a goroutine of its own: the handler sends
+// the prediction meanwhile. wait returns once both are done.
+func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait func()) {
+	done := make(chan struct{})
+	body := r.Body
+	go func() {
+		defer close(done)
+		if err := readBody(body, ct.in.buf, ct); err != nil {
+			ct.in.done()
+			ct.fail(err)
+			return
+		}
+		out, why := p.cfg.Folder.Fold(r, fa, ct.in.buf.b, ct.in)
+		if why != "" {
+			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
+		}
+		ct.decide(out, ct.in.path)
+	}()
+	return func() { <-done }
 }
 
 func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
@@ -226,8 +305,8 @@ func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
 func (p *Proxy) logged(res *http.Response) error {
 	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
 		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
-		if info.in != nil && info.in.path != "" && res.StatusCode/100 == 2 {
-			res.Body = watchCalls(res, info.in.api, info.in.path, p.cfg.Log)
+		if path := info.path(); path != "" && res.StatusCode/100 == 2 {
+			res.Body = watchCalls(res, info.in.api, path, p.cfg.Log)
 		}
 	}
 	return nil

@@ -1,0 +1,280 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/foldstore"
+)
+
+// cutRun sends turns first..last of cl's conversation through a folding
+// proxy (cut-through unless store), each body in two writes: all but its
+// last hold bytes, then, once the upstream has started on the request (or
+// after wait), the rest. It returns the bodies the upstream received whole,
+// in order, how many requests the upstream started before the client had
+// sent its whole body, how many it started and could not read whole (a
+// prediction abandoned), and how many fold events the proxy logged after
+// the first request.
+//
+// With h2 the upstream speaks HTTP/2 over TLS, as the providers do.
+func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.Duration) (bodies [][]byte, early, broken, events int) {
+	t.Helper()
+	started := make(chan struct{}, 16)
+	var brokenN atomic.Int64
+	up := newUpstream(t, "up", nil)
+	var transport http.RoundTripper
+	if h2 {
+		tls := httptest.NewUnstartedServer(up.Config.Handler)
+		tls.EnableHTTP2 = true
+		tls.StartTLS()
+		t.Cleanup(tls.Close)
+		up.Server = tls
+		transport = tls.Client().Transport
+	}
+	inner := up.Config.Handler
+	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h2 && r.ProtoMajor != 2 {
+			t.Errorf("the upstream got %s, want HTTP/2", r.Proto)
+		}
+		started <- struct{}{}
+		n := len(up.requests())
+		inner.ServeHTTP(w, r)
+		if len(up.requests()) == n {
+			brokenN.Add(1) // the body ended short of its length: no request
+		}
+	})
+	st, err := foldstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var flog bytes.Buffer
+	var fmu sync.Mutex
+	folder := NewFolder(st, 40_000, slog.New(slog.NewTextHandler(lockedWriter{&fmu, &flog}, nil)))
+	defer folder.Close()
+	countEvents := func() int {
+		fmu.Lock()
+		defer fmu.Unlock()
+		return strings.Count(flog.String(), "fold event")
+	}
+	s, _ := front(t, up, up, func(c *Config) {
+		c.Folder = folder
+		c.StoreAndForward = store
+		if transport != nil {
+			c.Transport = transport
+		}
+	})
+	eventsBefore := 0
+	for k := first; k <= last; k++ {
+		body := cl.body(k)
+		const hold = 200
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest("POST", s.URL+cl.path, pr)
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-claude-code-session-id", "session-1")
+		for len(started) > 0 {
+			<-started
+		}
+		type result struct {
+			res *http.Response
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			done <- result{res, err}
+		}()
+		if _, err := io.WriteString(pw, body[:len(body)-hold]); err != nil {
+			t.Fatal(err)
+		}
+		if k > first { // the first has no previous request to predict it
+			select {
+			case <-started:
+				early++
+			case <-time.After(wait):
+			}
+		}
+		io.WriteString(pw, body[len(body)-hold:])
+		pw.Close()
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		io.Copy(io.Discard, r.res.Body)
+		r.res.Body.Close()
+		if r.res.StatusCode != 200 {
+			t.Fatalf("turn %d: status %d", k, r.res.StatusCode)
+		}
+		folder.Idle()
+		if k == first {
+			eventsBefore = countEvents()
+		}
+	}
+	for _, r := range up.requests() {
+		bodies = append(bodies, r.body)
+	}
+	return bodies, early, int(brokenN.Load()), countEvents() - eventsBefore
+}
+
+// TestCutThrough: a folded request goes upstream while its body still
+// arrives, and the upstream receives exactly what store and forward sends,
+// request for request, fold events included: a prediction the fold does
+// not confirm never completes upstream, and the decided body follows it.
+func TestCutThrough(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		for _, cl := range clients {
+			name := string(cl.api)
+			if h2 {
+				name += "/h2"
+			}
+			t.Run(name, func(t *testing.T) { testCutThrough(t, cl, h2) })
+		}
+	}
+}
+
+func testCutThrough(t *testing.T, cl client, h2 bool) {
+	const first, last = 8, 40
+	want, early, _, _ := cutRun(t, cl, first, last, true, h2, 0)
+	if early != 0 {
+		t.Fatalf("store and forward: the upstream started %d requests before their bodies were whole", early)
+	}
+	got, early, broken, events := cutRun(t, cl, first, last, false, h2, 5*time.Second)
+	if len(got) != len(want) {
+		t.Fatalf("the upstream had %d requests, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if string(got[i]) != string(want[i]) {
+			t.Fatalf("turn %d: the upstream's body differs from store and forward's", first+i)
+		}
+	}
+	// Every request but the first has a previous one to predict it.
+	if early != last-first {
+		t.Errorf("%d of %d requests reached the upstream before their bodies were whole", early, last-first)
+	}
+	// Only a fold event abandons a prediction, and the upstream sees it
+	// start only if the handler sent it before the fold decided.
+	if events == 0 || broken > events {
+		t.Errorf("%d predictions abandoned upstream, %d fold events", broken, events)
+	}
+	t.Logf("%d requests, %d fold events", len(got), events)
+}
+
+// readUntilStuck reads r until a read blocks for 100 ms or fails; it
+// returns what it read and the failure (nil: stuck).
+func readUntilStuck(r io.Reader) ([]byte, error) {
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan chunk, 1)
+	var got []byte
+	for {
+		go func() {
+			p := make([]byte, 1000)
+			n, err := r.Read(p)
+			ch <- chunk{p[:n], err}
+		}()
+		select {
+		case c := <-ch:
+			got = append(got, c.b...)
+			if c.err != nil {
+				return got, c.err
+			}
+		case <-time.After(100 * time.Millisecond):
+			// Stuck: the pending read returns once the test settles the
+			// request, into a channel nobody reads.
+			return got, nil
+		}
+	}
+}
+
+// TestCutThroughPrediction: as a body arrives, the transport gets the
+// previous request's edits applied to it, as far as the body repeats the
+// previous one (and the new bytes after it when every edit lies before the
+// point where it departs), never the last byte before the fold decides;
+// then the decided body's rest, or an error if the decision differs.
+func TestCutThroughPrediction(t *testing.T) {
+	cl := clients[0]
+	prev, err := codec.Decode(cl.api, []byte(cl.body(6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s string) int { return strings.Index(cl.body(6), s) }
+	a, b := at(callID(2)), at(callID(4))
+	spans := []codec.Span{{Start: a, End: a + 200, Value: []byte(`"A"`)}, {Start: b, End: b + 300, Value: []byte(`"BB"`)}}
+	next := []byte(cl.body(7))
+	predicted, total := codec.Splice(next, spans)
+	want := bytes.Join(predicted, nil)
+	diverged := append([]byte(nil), next...)
+	diverged[b+10] ^= 1 // departs within the second edit
+	for _, tc := range []struct {
+		name string
+		body []byte
+		// sent is what the transport has before the decision; decided is
+		// the fold's body; ok: it is the prediction.
+		sent    []byte
+		decided []byte
+		ok      bool
+	}{
+		{"confirmed", next, want[:total-1], want, true},
+		{"fold event", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false},
+		{"departs inside an edit", diverged, want[:a+3+(b-a-200)], diverged, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := newBuffer(int64(len(tc.body)))
+			in := &Incoming{api: cl.api, buf: buf, cands: []*codec.Request{prev}, spans: [][]codec.Span{spans}, common: []int{0}, equal: []bool{true}}
+			ct := newCutThrough(in, int64(len(tc.body)))
+			for o := 0; o < len(tc.body); o += 4096 {
+				end := min(len(tc.body), o+4096)
+				buf.b = append(buf.b, tc.body[o:end]...)
+				ct.Write(tc.body[o:end])
+			}
+			if !ct.predicts() || ct.total != total {
+				t.Fatalf("predicts %v, declared length %d, want %d", ct.predicts(), ct.total, total)
+			}
+			r := ct.body()
+			defer r.Close()
+			got, err := readUntilStuck(r)
+			if err != nil || !bytes.Equal(got, tc.sent) {
+				t.Fatalf("before the decision the transport had %d bytes (err %v), want %d", len(got), err, len(tc.sent))
+			}
+			ct.decide([][]byte{tc.decided}, "")
+			rest, err := io.ReadAll(r)
+			final, abandoned := ct.abandoned()
+			switch {
+			case tc.ok && (err != nil || !bytes.Equal(append(got, rest...), tc.decided)):
+				t.Fatalf("after the decision: %d more bytes, err %v; not the decided body", len(rest), err)
+			case !tc.ok && (!errors.Is(err, errCutAbandoned) || !abandoned || !bytes.Equal(bytes.Join(final, nil), tc.decided)):
+				t.Fatalf("a differing decision: read err %v, abandoned %v", err, abandoned)
+			}
+		})
+	}
+	t.Run("client gone", func(t *testing.T) {
+		buf := newBuffer(int64(len(next)))
+		in := &Incoming{api: cl.api, buf: buf, cands: []*codec.Request{prev}, spans: [][]codec.Span{spans}, common: []int{0}, equal: []bool{true}}
+		ct := newCutThrough(in, int64(len(next)))
+		buf.b = append(buf.b, next[:b+400]...)
+		ct.Write(next[:b+400])
+		r := ct.body()
+		defer r.Close()
+		if got, err := readUntilStuck(r); err != nil || len(got) == 0 {
+			t.Fatalf("read %d bytes, err %v", len(got), err)
+		}
+		gone := errors.New("client gone")
+		ct.fail(gone)
+		if _, err := r.Read(make([]byte, 10)); !errors.Is(err, gone) {
+			t.Fatalf("after the client went: %v", err)
+		}
+	})
+}

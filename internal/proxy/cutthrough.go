@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -337,10 +338,29 @@ func (ct *cutThrough) abandoned() ([][]byte, bool) {
 
 // body returns a reader of the prediction for the transport, holding buf
 // until closed; each one starts from the first byte (a retry reads it
-// again).
-func (ct *cutThrough) body() io.ReadCloser {
+// again). Once the prediction is abandoned there is none: the transport
+// gives up on it at once, instead of retrying it on other connections.
+func (ct *cutThrough) body() (io.ReadCloser, error) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	switch ct.state {
+	case cutAbandoned:
+		return nil, errCutAbandoned
+	case cutFailed:
+		return nil, ct.err
+	}
 	ct.in.buf.hold()
-	return &cutReader{ct: ct}
+	return &cutReader{ct: ct}, nil
+}
+
+// failure is why the client's body could not be read (nil: it was).
+func (ct *cutThrough) failure() error {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.state == cutFailed {
+		return ct.err
+	}
+	return nil
 }
 
 // cutReader is a reader of the prediction, and, once the fold confirmed
@@ -413,7 +433,10 @@ func skip(segs [][]byte, n int) net.Buffers {
 
 // cutTransport sends a cut-through request's decided body afresh when the
 // fold abandoned the prediction it was uploading.
-type cutTransport struct{ next http.RoundTripper }
+type cutTransport struct {
+	next http.RoundTripper
+	log  *slog.Logger
+}
 
 func (t cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.next.RoundTrip(req)
@@ -428,6 +451,7 @@ func (t cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, err
 	}
+	t.log.Debug("prediction abandoned; sending the decided body", "path", req.URL.Path)
 	again := req.Clone(req.Context())
 	setBody(again, final, info.ct.in.buf)
 	body, _ := again.GetBody() // never fails

@@ -243,7 +243,7 @@ func TestCutThroughPrediction(t *testing.T) {
 			if !ct.predicts() || ct.total != total {
 				t.Fatalf("predicts %v, declared length %d, want %d", ct.predicts(), ct.total, total)
 			}
-			r := ct.body()
+			r, _ := ct.body()
 			defer r.Close()
 			got, err := readUntilStuck(r)
 			if err != nil || !bytes.Equal(got, tc.sent) {
@@ -258,6 +258,12 @@ func TestCutThroughPrediction(t *testing.T) {
 			case !tc.ok && (!errors.Is(err, errCutAbandoned) || !abandoned || !bytes.Equal(bytes.Join(final, nil), tc.decided)):
 				t.Fatalf("a differing decision: read err %v, abandoned %v", err, abandoned)
 			}
+			// A retry of an abandoned prediction gets no body at all.
+			if again, err := ct.body(); tc.ok != (err == nil) {
+				t.Fatalf("a reader after the decision: err %v", err)
+			} else if again != nil {
+				again.Close()
+			}
 		})
 	}
 	t.Run("client gone", func(t *testing.T) {
@@ -266,7 +272,7 @@ func TestCutThroughPrediction(t *testing.T) {
 		ct := newCutThrough(in, int64(len(next)))
 		buf.b = append(buf.b, next[:b+400]...)
 		ct.Write(next[:b+400])
-		r := ct.body()
+		r, _ := ct.body()
 		defer r.Close()
 		if got, err := readUntilStuck(r); err != nil || len(got) == 0 {
 			t.Fatalf("read %d bytes, err %v", len(got), err)
@@ -277,4 +283,60 @@ func TestCutThroughPrediction(t *testing.T) {
 			t.Fatalf("after the client went: %v", err)
 		}
 	})
+}
+
+// TestCutThroughClientGone: a client that goes away while its body is being
+// sent on leaves the upstream no request, and the proxy logs no upstream
+// failure for it.
+func TestCutThroughClientGone(t *testing.T) {
+	cl := clients[0]
+	started := make(chan struct{}, 4)
+	up := newUpstream(t, "up", nil)
+	inner := up.Config.Handler
+	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		inner.ServeHTTP(w, r)
+	})
+	st, err := foldstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	folder := NewFolder(st, 40_000, nil)
+	defer folder.Close()
+	s, logs := front(t, up, up, func(c *Config) { c.Folder = folder })
+	for k := 20; k < 22; k++ {
+		send(t, s.URL, cl.path, cl.body(k))
+		<-started
+	}
+	body := cl.body(22)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", s.URL+cl.path, pr)
+	req.ContentLength = int64(len(body))
+	done := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	io.WriteString(pw, body[:len(body)-200])
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not go upstream while its body arrived")
+	}
+	pw.CloseWithError(errors.New("client gone"))
+	<-done
+	s.Close() // waits for the handler, which logged all it logs
+	folder.Idle()
+	time.Sleep(100 * time.Millisecond) // the upstream handler finishes
+	if n := len(up.requests()); n != 2 {
+		t.Fatalf("the upstream has %d requests, want 2", n)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("the proxy warned:\n%s", logs)
+	}
 }

@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -143,7 +142,7 @@ func New(cfg Config) (*Proxy, error) {
 				}
 			}
 		},
-		Transport: cutTransport{cfg.Transport},
+		Transport: cutTransport{cfg.Transport, cfg.Log},
 		// Every chunk goes to the client as soon as it is read: a stream
 		// is never held back.
 		FlushInterval:  -1,
@@ -255,7 +254,7 @@ func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, api API,
 	<-ct.ready
 	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, info))
 	if ct.predicts() {
-		out.Body, out.GetBody = http.NoBody, func() (io.ReadCloser, error) { return ct.body(), nil }
+		out.Body, out.GetBody = http.NoBody, ct.body
 		out.ContentLength = int64(ct.total)
 		out.TransferEncoding = nil
 		p.rp.ServeHTTP(w, out)
@@ -316,6 +315,13 @@ func (p *Proxy) logged(res *http.Response) error {
 // over the limit, nothing for a client that went away, 502 otherwise.
 func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, err error) {
 	api := APIOf(r)
+	if info, ok := r.Context().Value(ctxKey{}).(*reqInfo); ok && info.ct != nil {
+		if e := info.ct.failure(); e != nil {
+			// The client's body broke off while it was being sent on.
+			p.unread(w, api, r, e)
+			return
+		}
+	}
 	var big *http.MaxBytesError
 	switch {
 	case errors.As(err, &big):

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -48,6 +50,16 @@ const (
 	cutFailed                    // the client's body could not be read
 )
 
+// cutPanicAt, set by tests only, makes the cut-through code panic at
+// "write", "read" or "decide", to show that it fails open.
+var cutPanicAt string
+
+func cutPanic(where string) {
+	if cutPanicAt == where {
+		panic("test panic at " + where)
+	}
+}
+
 // errCutAbandoned ends the upload of a prediction the fold did not confirm.
 var errCutAbandoned = errors.New("contextfold proxy: predicted body abandoned for the decided one")
 
@@ -65,6 +77,8 @@ type cutThrough struct {
 	// confirmed (confirmed), or the body is in and decided or failed.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// decided is closed once the body is decided or failed.
+	decided   chan struct{}
 	confirmed bool
 	given     bool // no candidate can predict this body
 
@@ -79,6 +93,11 @@ type cutThrough struct {
 	avail, pi, po int
 	// sent is the most any reader has handed the transport.
 	sent int
+
+	// broken: the cut-through code failed (a bug); the request goes out
+	// once decided, as store and forward sends it.
+	broken bool
+	log    *slog.Logger
 
 	state cutState
 	err   error    // cutFailed: why
@@ -95,27 +114,53 @@ type cutPiece struct {
 	val        []byte
 }
 
-func newCutThrough(in *Incoming, cl int64) *cutThrough {
-	ct := &cutThrough{in: in, cl: int(cl), data: in.buf.b[:cap(in.buf.b)], ready: make(chan struct{}), cand: -1}
+func newCutThrough(in *Incoming, cl int64, log *slog.Logger) *cutThrough {
+	ct := &cutThrough{in: in, cl: int(cl), data: in.buf.b[:cap(in.buf.b)], ready: make(chan struct{}), decided: make(chan struct{}), cand: -1, log: log}
 	ct.cond.L = &ct.mu
 	return ct
 }
 
 func (ct *cutThrough) signal() { ct.readyOnce.Do(func() { close(ct.ready) }) }
 
+// recover, deferred under ct.mu, turns a panic of the cut-through code
+// into a broken cut-through: no more prediction, and no more comparison
+// (the Incoming's count falls short of the body, so the fold compares it
+// afresh). The request then goes out as store and forward sends it (fail
+// open).
+func (ct *cutThrough) recover() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if !ct.broken {
+		ct.log.Warn("cut-through failed; this request goes out once its body is in", "err", fmt.Sprint(v))
+	}
+	ct.broken = true
+	ct.given = true
+	ct.cond.Broadcast()
+	ct.signal()
+}
+
 // Write takes the body's next bytes as they arrive: the Incoming compares
 // them, then the prediction advances.
 func (ct *cutThrough) Write(p []byte) (int, error) {
 	ct.mu.Lock()
-	ct.in.Write(p)
-	if !ct.confirmed && !ct.given {
-		ct.choose()
-	}
-	confirmed := ct.confirmed
-	if confirmed {
-		ct.advance()
-		ct.cond.Broadcast()
-	}
+	confirmed := false
+	func() {
+		defer ct.recover()
+		if ct.broken {
+			return
+		}
+		cutPanic("write")
+		ct.in.Write(p)
+		if !ct.confirmed && !ct.given {
+			ct.choose()
+		}
+		if confirmed = ct.confirmed; confirmed {
+			ct.advance()
+			ct.cond.Broadcast()
+		}
+	}()
 	ct.mu.Unlock()
 	if confirmed {
 		// The goroutines sending upstream were just woken on this P, and a
@@ -247,12 +292,17 @@ func (ct *cutThrough) decide(out [][]byte, path string) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	ct.final, ct.path = out, path
-	ct.state = cutSent
-	if !ct.confirmed || !ct.matches(out) {
-		ct.state = cutAbandoned
-	}
+	ct.state = cutAbandoned
+	func() {
+		defer ct.recover()
+		cutPanic("decide")
+		if ct.confirmed && !ct.broken && ct.matches(out) {
+			ct.state = cutSent
+		}
+	}()
 	ct.cond.Broadcast()
 	ct.signal()
+	close(ct.decided)
 }
 
 // matches reports whether out is the prediction as far as it was sent, and
@@ -301,12 +351,18 @@ func equalPrefix(a, b [][]byte, n int) bool {
 	return true
 }
 
-// predicts reports whether the request goes out as a prediction; if not,
-// ready said the body is decided or failed, or that nothing predicts it.
-func (ct *cutThrough) predicts() bool {
+// open returns the transport's reader of the prediction, if the request
+// goes out as one; if not, ready said the body is decided or failed, or
+// that nothing predicts it.
+func (ct *cutThrough) open() (io.ReadCloser, bool) {
 	ct.mu.Lock()
-	defer ct.mu.Unlock()
-	return ct.confirmed && (ct.state == cutArriving || ct.state == cutSent)
+	ok := ct.confirmed && (ct.state == cutArriving || ct.state == cutSent)
+	ct.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	r, err := ct.body()
+	return r, err == nil
 }
 
 // fail settles the request whose body could not be read.
@@ -316,6 +372,7 @@ func (ct *cutThrough) fail(err error) {
 	ct.state, ct.err = cutFailed, err
 	ct.cond.Broadcast()
 	ct.signal()
+	close(ct.decided)
 }
 
 // decidedPath is the file the request was folded in, once decided.
@@ -328,12 +385,24 @@ func (ct *cutThrough) decidedPath() string {
 	return ""
 }
 
-// abandoned reports whether the prediction was abandoned, and the decided
-// body to send instead.
-func (ct *cutThrough) abandoned() ([][]byte, bool) {
+// instead reports whether a failed upload was the prediction's, abandoned
+// or broken, and if so waits for the decided body to send instead (ok
+// false: the client's body failed, or ctx ended).
+func (ct *cutThrough) instead(ctx context.Context) (final [][]byte, ok bool) {
+	ct.mu.Lock()
+	ours := ct.broken || ct.state == cutAbandoned
+	ct.mu.Unlock()
+	if !ours {
+		return nil, false
+	}
+	select {
+	case <-ct.decided:
+	case <-ctx.Done():
+		return nil, false
+	}
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	return ct.final, ct.state == cutAbandoned
+	return ct.final, ct.state == cutAbandoned || ct.state == cutSent
 }
 
 // body returns a reader of the prediction for the transport, holding buf
@@ -372,14 +441,25 @@ type cutReader struct {
 	closed bool
 }
 
-func (r *cutReader) Read(p []byte) (int, error) {
+func (r *cutReader) Read(p []byte) (n int, err error) {
 	ct := r.ct
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
+	defer func() {
+		if ct.broken && err == nil && n == 0 {
+			err = errCutAbandoned
+		}
+	}()
+	defer ct.recover()
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for {
 		switch {
 		case r.closed:
 			return 0, errReadAfterClose
+		case ct.broken && ct.state != cutSent:
+			return 0, errCutAbandoned
 		case ct.state == cutFailed:
 			return 0, ct.err
 		case ct.state == cutAbandoned:
@@ -392,7 +472,8 @@ func (r *cutReader) Read(p []byte) (int, error) {
 			r.off += n
 			return n, err
 		}
-		if lim := ct.limit(); r.off < lim && len(p) > 0 {
+		if lim := ct.limit(); r.off < lim {
+			cutPanic("read")
 			n := ct.read(p, r.off, lim)
 			r.off += n
 			ct.sent = max(ct.sent, r.off)
@@ -447,7 +528,7 @@ func (t cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if info == nil || info.ct == nil {
 		return nil, err
 	}
-	final, ok := info.ct.abandoned()
+	final, ok := info.ct.instead(req.Context())
 	if !ok {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -27,8 +28,13 @@ import (
 // the first request.
 //
 // With h2 the upstream speaks HTTP/2 over TLS, as the providers do.
-func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.Duration) (bodies [][]byte, early, broken, events int) {
+//
+// panicAt, when not "", makes the cut-through code panic there on every
+// request (see cutPanicAt).
+func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.Duration, panicAt string) (bodies [][]byte, early, broken, events int) {
 	t.Helper()
+	cutPanicAt = panicAt
+	defer func() { cutPanicAt = "" }()
 	started := make(chan struct{}, 16)
 	var brokenN atomic.Int64
 	up := newUpstream(t, "up", nil)
@@ -47,9 +53,10 @@ func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.
 			t.Errorf("the upstream got %s, want HTTP/2", r.Proto)
 		}
 		started <- struct{}{}
-		n := len(up.requests())
+		spy := &bodySpy{ReadCloser: r.Body}
+		r.Body = spy
 		inner.ServeHTTP(w, r)
-		if len(up.requests()) == n {
+		if spy.failed {
 			brokenN.Add(1) // the body ended short of its length: no request
 		}
 	})
@@ -67,7 +74,7 @@ func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.
 		defer fmu.Unlock()
 		return strings.Count(flog.String(), "fold event")
 	}
-	s, _ := front(t, up, up, func(c *Config) {
+	s, logs := front(t, up, up, func(c *Config) {
 		c.Folder = folder
 		c.StoreAndForward = store
 		if transport != nil {
@@ -111,10 +118,10 @@ func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		io.Copy(io.Discard, r.res.Body)
+		answer, _ := io.ReadAll(r.res.Body)
 		r.res.Body.Close()
-		if r.res.StatusCode != 200 {
-			t.Fatalf("turn %d: status %d", k, r.res.StatusCode)
+		if r.res.StatusCode != 200 || string(answer) != "from up" {
+			t.Fatalf("turn %d: status %d, %q", k, r.res.StatusCode, answer)
 		}
 		folder.Idle()
 		if k == first {
@@ -123,6 +130,10 @@ func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.
 	}
 	for _, r := range up.requests() {
 		bodies = append(bodies, r.body)
+	}
+	s.Close()
+	if panicAt != "" && !strings.Contains(logs.String(), "cut-through failed") {
+		t.Errorf("a panic at %s was not logged", panicAt)
 	}
 	return bodies, early, int(brokenN.Load()), countEvents() - eventsBefore
 }
@@ -143,13 +154,27 @@ func TestCutThrough(t *testing.T) {
 	}
 }
 
+// bodySpy notes whether reading a body failed.
+type bodySpy struct {
+	io.ReadCloser
+	failed bool
+}
+
+func (b *bodySpy) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed = true
+	}
+	return n, err
+}
+
 func testCutThrough(t *testing.T, cl client, h2 bool) {
 	const first, last = 8, 40
-	want, early, _, _ := cutRun(t, cl, first, last, true, h2, 0)
+	want, early, _, _ := cutRun(t, cl, first, last, true, h2, 0, "")
 	if early != 0 {
 		t.Fatalf("store and forward: the upstream started %d requests before their bodies were whole", early)
 	}
-	got, early, broken, events := cutRun(t, cl, first, last, false, h2, 5*time.Second)
+	got, early, broken, events := cutRun(t, cl, first, last, false, h2, 5*time.Second, "")
 	if len(got) != len(want) {
 		t.Fatalf("the upstream had %d requests, want %d", len(got), len(want))
 	}
@@ -162,39 +187,73 @@ func testCutThrough(t *testing.T, cl client, h2 bool) {
 	if early != last-first {
 		t.Errorf("%d of %d requests reached the upstream before their bodies were whole", early, last-first)
 	}
-	// Only a fold event abandons a prediction, and the upstream sees it
-	// start only if the handler sent it before the fold decided.
-	if events == 0 || broken > events {
-		t.Errorf("%d predictions abandoned upstream, %d fold events", broken, events)
+	// Only a fold event abandons a prediction; the upstream has seen it
+	// start, since the client held its last bytes until then.
+	if events == 0 || broken != events {
+		t.Errorf("%d predictions abandoned upstream, want one per fold event (%d)", broken, events)
 	}
 	t.Logf("%d requests, %d fold events", len(got), events)
 }
 
-// readUntilStuck reads r until a read blocks for 100 ms or fails; it
-// returns what it read and the failure (nil: stuck).
-func readUntilStuck(r io.Reader) ([]byte, error) {
-	type chunk struct {
-		b   []byte
-		err error
+// pendingReader reads a reader from goroutines, so that a read that
+// blocks can be left pending and its result still taken later.
+type pendingReader struct {
+	r       io.Reader
+	pending chan pendingRead // the pending read's result (nil: none)
+}
+
+type pendingRead struct {
+	b   []byte
+	err error
+}
+
+func (pr *pendingReader) next(timeout time.Duration) (pendingRead, bool) {
+	if pr.pending == nil {
+		pr.pending = make(chan pendingRead, 1)
+		go func(ch chan pendingRead) {
+			p := make([]byte, 1000)
+			n, err := pr.r.Read(p)
+			ch <- pendingRead{p[:n], err}
+		}(pr.pending)
 	}
-	ch := make(chan chunk, 1)
+	select {
+	case c := <-pr.pending:
+		pr.pending = nil
+		return c, true
+	case <-time.After(timeout):
+		return pendingRead{}, false
+	}
+}
+
+// untilStuck reads until a read blocks for 100 ms (err nil) or fails.
+func (pr *pendingReader) untilStuck() ([]byte, error) {
 	var got []byte
 	for {
-		go func() {
-			p := make([]byte, 1000)
-			n, err := r.Read(p)
-			ch <- chunk{p[:n], err}
-		}()
-		select {
-		case c := <-ch:
-			got = append(got, c.b...)
-			if c.err != nil {
-				return got, c.err
-			}
-		case <-time.After(100 * time.Millisecond):
-			// Stuck: the pending read returns once the test settles the
-			// request, into a channel nobody reads.
+		c, ok := pr.next(100 * time.Millisecond)
+		if !ok {
 			return got, nil
+		}
+		got = append(got, c.b...)
+		if c.err != nil {
+			return got, c.err
+		}
+	}
+}
+
+// rest reads to the end, the pending read first.
+func (pr *pendingReader) rest() ([]byte, error) {
+	var got []byte
+	for {
+		c, ok := pr.next(5 * time.Second)
+		if !ok {
+			return got, errors.New("stuck")
+		}
+		got = append(got, c.b...)
+		if c.err == io.EOF {
+			return got, nil
+		}
+		if c.err != nil {
+			return got, c.err
 		}
 	}
 }
@@ -229,29 +288,31 @@ func TestCutThroughPrediction(t *testing.T) {
 	}{
 		{"confirmed", next, want[:total-1], want, true},
 		{"fold event", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false},
+		{"same length, other bytes", next, want[:total-1], append(append([]byte(nil), want[:10]...), append([]byte{want[10] ^ 1}, want[11:]...)...), false},
 		{"departs inside an edit", diverged, want[:a+3+(b-a-200)], diverged, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			buf := newBuffer(int64(len(tc.body)))
 			in := &Incoming{api: cl.api, buf: buf, cands: []*codec.Request{prev}, spans: [][]codec.Span{spans}, common: []int{0}, equal: []bool{true}}
-			ct := newCutThrough(in, int64(len(tc.body)))
+			ct := newCutThrough(in, int64(len(tc.body)), slog.New(slog.DiscardHandler))
 			for o := 0; o < len(tc.body); o += 4096 {
 				end := min(len(tc.body), o+4096)
 				buf.b = append(buf.b, tc.body[o:end]...)
 				ct.Write(tc.body[o:end])
 			}
-			if !ct.predicts() || ct.total != total {
-				t.Fatalf("predicts %v, declared length %d, want %d", ct.predicts(), ct.total, total)
+			r, ok := ct.open()
+			if !ok || ct.total != total {
+				t.Fatalf("predicts %v, declared length %d, want %d", ok, ct.total, total)
 			}
-			r, _ := ct.body()
 			defer r.Close()
-			got, err := readUntilStuck(r)
+			pr := &pendingReader{r: r}
+			got, err := pr.untilStuck()
 			if err != nil || !bytes.Equal(got, tc.sent) {
 				t.Fatalf("before the decision the transport had %d bytes (err %v), want %d", len(got), err, len(tc.sent))
 			}
 			ct.decide([][]byte{tc.decided}, "")
-			rest, err := io.ReadAll(r)
-			final, abandoned := ct.abandoned()
+			rest, err := pr.rest()
+			final, abandoned := ct.instead(context.Background())
 			switch {
 			case tc.ok && (err != nil || !bytes.Equal(append(got, rest...), tc.decided)):
 				t.Fatalf("after the decision: %d more bytes, err %v; not the decided body", len(rest), err)
@@ -269,12 +330,12 @@ func TestCutThroughPrediction(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		buf := newBuffer(int64(len(next)))
 		in := &Incoming{api: cl.api, buf: buf, cands: []*codec.Request{prev}, spans: [][]codec.Span{spans}, common: []int{0}, equal: []bool{true}}
-		ct := newCutThrough(in, int64(len(next)))
+		ct := newCutThrough(in, int64(len(next)), slog.New(slog.DiscardHandler))
 		buf.b = append(buf.b, next[:b+400]...)
 		ct.Write(next[:b+400])
 		r, _ := ct.body()
 		defer r.Close()
-		if got, err := readUntilStuck(r); err != nil || len(got) == 0 {
+		if got, err := (&pendingReader{r: r}).untilStuck(); err != nil || len(got) == 0 {
 			t.Fatalf("read %d bytes, err %v", len(got), err)
 		}
 		gone := errors.New("client gone")
@@ -338,5 +399,28 @@ func TestCutThroughClientGone(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("the proxy warned:\n%s", logs)
+	}
+}
+
+// TestCutThroughFailsOpen: a panic in the cut-through code, wherever it
+// happens, costs the request its early start, nothing more: the upstream
+// receives what store and forward sends, and the client its answer.
+func TestCutThroughFailsOpen(t *testing.T) {
+	cl := clients[0]
+	const first, last = 8, 20
+	want, _, _, _ := cutRun(t, cl, first, last, true, false, 0, "")
+	for _, at := range []string{"write", "read", "decide", "read/h2"} {
+		t.Run(at, func(t *testing.T) {
+			where, h2 := strings.CutSuffix(at, "/h2")
+			got, _, _, _ := cutRun(t, cl, first, last, false, h2, 200*time.Millisecond, where)
+			if len(got) != len(want) {
+				t.Fatalf("the upstream had %d requests, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if string(got[i]) != string(want[i]) {
+					t.Fatalf("turn %d: the upstream's body differs from store and forward's", first+i)
+				}
+			}
+		})
 	}
 }

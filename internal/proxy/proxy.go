@@ -26,10 +26,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,9 +95,16 @@ type reqInfo struct {
 	start time.Time
 	// in followed the body of a request the Folder saw (nil: none).
 	in *Incoming
-	// ct is the request's cut-through (nil: stored and forwarded).
-	ct *cutThrough
+	// ct is the request's cut-through (nil: stored and forwarded), and
+	// body its first reader, for the transport.
+	ct   *cutThrough
+	body io.ReadCloser
 }
+
+// errReader fails every read with its error.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // path is the conversation file the request was folded in ("": none, or
 // not decided yet).
@@ -133,13 +142,20 @@ func New(cfg Config) (*Proxy, error) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
 			pr.SetURL(p.upstream(info.api))
-			if info.in != nil && pr.In.GetBody != nil {
-				// A reader the transport itself closes, so the body's buffer
-				// is let go once it is sent (ReverseProxy hides the Close of
-				// the body it was given).
-				if b, err := pr.In.GetBody(); err == nil {
-					pr.Out.Body = b
+			// A reader the transport itself closes, so the body's buffer
+			// is let go once it is sent (ReverseProxy hides the Close of the
+			// body it was given).
+			switch {
+			case info.body != nil:
+				pr.Out.Body, info.body = info.body, nil
+			case info.in != nil && pr.In.GetBody != nil:
+				b, err := pr.In.GetBody()
+				if err != nil {
+					// Never a body shorter than declared: the transport
+					// fails the request instead.
+					b = io.NopCloser(errReader{err})
 				}
+				pr.Out.Body = b
 			}
 		},
 		Transport: cutTransport{cfg.Transport, cfg.Log},
@@ -233,11 +249,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
 }
 
+// errInternal marks a request the proxy itself failed.
+var errInternal = errors.New("contextfold proxy internal error")
+
 // unread answers a request whose body could not be read.
 func (p *Proxy) unread(w http.ResponseWriter, api API, r *http.Request, err error) {
 	var big *http.MaxBytesError
 	if errors.As(err, &big) {
 		p.tooLarge(w, api, r)
+		return
+	}
+	if errors.Is(err, errInternal) {
+		writeError(w, api, http.StatusBadGateway, "api_error", err.Error())
 		return
 	}
 	p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
@@ -247,13 +270,21 @@ func (p *Proxy) unread(w http.ResponseWriter, api API, r *http.Request, err erro
 // cutthrough.go): upstream while it arrives if a candidate predicts it,
 // else once it is in and decided.
 func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, api API, fa codec.API, info *reqInfo) {
-	ct := newCutThrough(info.in, r.ContentLength)
+	ct := newCutThrough(info.in, r.ContentLength, p.cfg.Log)
 	info.ct = ct
 	wait := p.cutThrough(r, fa, ct)
 	defer wait() // the body is read and decided before its buffer goes
+	// The upstream may answer before the body is in (an error): the body
+	// is still read on, by the goroutine, not discarded by the server.
+	http.NewResponseController(w).EnableFullDuplex()
 	<-ct.ready
 	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, info))
-	if ct.predicts() {
+	// The reader is opened here, not by the transport: if the fold has
+	// meanwhile decided otherwise, the decided body goes instead.
+	if body, ok := ct.open(); ok {
+		info.body = body
+		out.Header = r.Header.Clone() // the goroutine reads r's
+		out.Header.Set("Content-Length", strconv.Itoa(ct.total))
 		out.Body, out.GetBody = http.NoBody, ct.body
 		out.ContentLength = int64(ct.total)
 		out.TransferEncoding = nil
@@ -279,6 +310,13 @@ func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait 
 	body := r.Body
 	go func() {
 		defer close(done)
+		defer func() {
+			// Fold fails open on its own; nothing else here should panic.
+			if v := recover(); v != nil {
+				p.cfg.Log.Warn("internal error while reading a request", "path", r.URL.Path, "err", fmt.Sprint(v))
+				ct.fail(fmt.Errorf("%w: %v", errInternal, v))
+			}
+		}()
 		if err := readBody(body, ct.in.buf, ct); err != nil {
 			ct.in.done()
 			ct.fail(err)

@@ -39,6 +39,7 @@ func newUpstream(t *testing.T, name string, answer http.HandlerFunc) *upstream {
 		if err != nil {
 			// A body short of its declared length is no request (the
 			// proxy abandoned a prediction, see cutthrough.go).
+			http.Error(w, "short body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		u.mu.Lock()

@@ -1,0 +1,45 @@
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// chatBody is a Chat Completions body of n tool turns with outputs of
+// about size bytes each: the shape of a client's request at 2n+2
+// messages.
+func chatBody(n, size int) []byte {
+	msgs := []any{map[string]any{"role": "system", "content": "You are a test agent."}, map[string]any{"role": "user", "content": "Run the build."}}
+	line := "INFO: step ok - compiled module.o (padding padding padding)\n"
+	out := strings.Repeat(line, max(1, size/len(line)))
+	for k := 1; k <= n; k++ {
+		id := fmt.Sprintf("call_%04d", k)
+		args, _ := json.Marshal(map[string]any{"command": fmt.Sprintf("make step%d", k)})
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": "bash", "arguments": string(args)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("turn %d\n%s", k, out)})
+	}
+	b, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "bash"}}}, "stream": true})
+	return b
+}
+
+// BenchmarkDecodeAfter: decoding a request at 1,000 messages against the
+// previous one, which it extends by a turn: what the proxy does once a
+// body is in, before the engine's step.
+func BenchmarkDecodeAfter(b *testing.B) {
+	prevBody, body := chatBody(499, 1000), chatBody(500, 1000)
+	prev, err := Decode(Chat, prevBody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	common := CommonLen(prevBody, body)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeAfterPrefix(Chat, body, prev, common); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

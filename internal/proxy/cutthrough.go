@@ -435,10 +435,11 @@ func (ct *cutThrough) failure() error {
 // cutReader is a reader of the prediction, and, once the fold confirmed
 // it, of the decided body's rest.
 type cutReader struct {
-	ct     *cutThrough
-	off    int
-	rest   net.Buffers // the decided body from off, once cutSent
-	closed bool
+	ct       *cutThrough
+	off      int
+	rest     net.Buffers // the decided body from off, once switched
+	switched bool        // reading the decided body (cutSent)
+	closed   bool
 }
 
 func (r *cutReader) Read(p []byte) (n int, err error) {
@@ -465,8 +466,8 @@ func (r *cutReader) Read(p []byte) (n int, err error) {
 		case ct.state == cutAbandoned:
 			return 0, errCutAbandoned
 		case ct.state == cutSent:
-			if r.rest == nil {
-				r.rest = skip(ct.final, r.off)
+			if !r.switched {
+				r.rest, r.switched = skip(ct.final, r.off), true
 			}
 			n, err := r.rest.Read(p)
 			r.off += n
@@ -498,7 +499,7 @@ func (r *cutReader) Close() error {
 
 // skip is segs without their first n bytes.
 func skip(segs [][]byte, n int) net.Buffers {
-	out := make(net.Buffers, 0, len(segs)+1)
+	out := make(net.Buffers, 0, len(segs))
 	for _, s := range segs {
 		if n >= len(s) {
 			n -= len(s)
@@ -507,9 +508,7 @@ func skip(segs [][]byte, n int) net.Buffers {
 		out = append(out, s[n:])
 		n = 0
 	}
-	// Never nil, so that a reader that read everything is not taken for
-	// one that has not switched to the decided body.
-	return append(out, nil)
+	return out
 }
 
 // cutTransport sends a cut-through request's decided body afresh when the

@@ -185,7 +185,9 @@ type Engine struct {
 		model         wire.Model
 		known, strips bool
 	}
-	prepared int // blocks before this index have been offered to Prepare
+	// prepared: every block before this index has its digest or cannot
+	// fold (Prepare, prefetch); a digest made stale lowers it.
+	prepared int
 	lastSeq  int
 	version  int // bumped whenever the placement set may have changed
 }
@@ -611,7 +613,7 @@ const prefetchMin = 32
 
 func (e *Engine) prefetch() {
 	var ks []int
-	for k := range e.tr.Blocks() {
+	for k := e.prepared; k < len(e.tr.Blocks()); k++ {
 		if e.unprepared(k) {
 			ks = append(ks, k)
 		}

@@ -334,6 +334,7 @@ func (e *Engine) supersede(k, by int, later string) {
 		// The digest says what superseded it, so a digest computed before
 		// (Prepare) is stale; frozen bytes are unaffected.
 		m.done, m.digest, m.tokens, m.facts = false, "", 0, nil
+		e.prepared = min(e.prepared, k)
 	}
 }
 
@@ -464,6 +465,7 @@ func (e *Engine) reindex() {
 			e.view[k].Superseded, e.view[k].SupersededBy = false, ""
 			if m := &e.meta[k]; m.done {
 				m.done, m.digest, m.tokens, m.facts = false, "", 0, nil
+				e.prepared = min(e.prepared, k)
 			}
 		}
 	}

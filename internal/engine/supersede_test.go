@@ -217,3 +217,46 @@ func TestSupersededFoldsInTheTail(t *testing.T) {
 		t.Fatalf("digest %q", d)
 	}
 }
+
+// TestSupersedeReopensPrepare: a digest made stale by a later read lowers
+// the mark Prepare and Step's prefetch start from, so the block is offered
+// again; every block before the mark has its digest or cannot fold.
+func TestSupersedeReopensPrepare(t *testing.T) {
+	file := output("src", 200)
+	s := newSession().user("go")
+	s.calls(tcall{"c1", "read", readArgs("src/x.ts", "")}).res("c1", "read", file, false)
+	s.calls(tcall{"c2", "bash", bashArgs("ls")}).res("c2", "bash", file, false)
+	e := New(Config{})
+	e.Sync(0, s.msgs)
+	for e.Prepare(100) {
+	}
+	check := func(when string) {
+		t.Helper()
+		for k := range e.prepared {
+			if e.unprepared(k) {
+				t.Fatalf("%s: block %d (%s) has no digest, below the prepared mark %d", when, k, e.tr.Blocks()[k].ID, e.prepared)
+			}
+		}
+	}
+	check("after Prepare")
+	b, ok := e.Live("r:c1")
+	if !ok {
+		t.Fatal("no r:c1")
+	}
+	c1 := b.Order
+	if e.prepared != len(e.tr.Blocks()) {
+		t.Fatalf("Prepare stopped at %d of %d blocks", e.prepared, len(e.tr.Blocks()))
+	}
+	s.calls(tcall{"c3", "read", readArgs("src/x.ts", "")}).res("c3", "read", file, false)
+	e.Sync(e.Len(), s.msgs[e.Len():])
+	check("after the read that supersedes r:c1")
+	if !e.unprepared(c1) {
+		t.Fatal("r:c1's digest did not go stale")
+	}
+	for e.Prepare(100) {
+	}
+	check("after Prepare again")
+	if e.unprepared(c1) {
+		t.Fatal("Prepare did not offer r:c1 again")
+	}
+}

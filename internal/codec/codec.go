@@ -95,7 +95,7 @@ type Request struct {
 	open []bool
 	// noteAfter[k] is the decoder's noteAfterResults after item k.
 	noteAfter []bool
-	names     map[string]string
+	names     *callNames
 	// common is how many leading bytes body shares with the previous
 	// request's, when the caller knew (else -1).
 	common int
@@ -257,7 +257,7 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	if r.built == "" && prev != nil {
 		r.built = prev.built
 	}
-	d := decoder{r: r, names: map[string]string{}}
+	d := decoder{r: r, names: &callNames{}}
 	i := vs + 1
 	if k := r.reusable(body, vs, prev, r.built); k > 0 {
 		n := prev.msgs[k-1]
@@ -268,10 +268,10 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
 		r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
 		r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
-		// Copied, not shared: several requests may decode against the same
-		// prev at once. It holds later calls' names too, which is harmless
-		// (ids are unique).
-		d.names = maps.Clone(prev.names)
+		// Over prev's, never written once decoded: several requests may
+		// decode against the same prev at once. It holds later calls'
+		// names too, which is harmless (ids are unique).
+		d.names = prev.names.over()
 		d.noteAfterResults = prev.noteAfter[k-1]
 		i = r.ends[k-1]
 	}
@@ -494,7 +494,7 @@ func (r *Request) add(msg []byte, start, end int) {
 type decoder struct {
 	r *Request
 	// names maps tool-call ids to tool names, for the results.
-	names map[string]string
+	names *callNames
 	// parts is the pending assistant message of Responses items.
 	parts [][]byte
 	// noteAfterResults says the last message was a user message carrying
@@ -689,4 +689,59 @@ func argsValue(s string) []byte {
 		}
 	}
 	return rawjson.Quote(nil, s)
+}
+
+// callNames maps tool-call ids to tool names: the calls one request's
+// decoding added, over those of the request it was decoded after. A
+// request's names are never written once it is decoded, so the next
+// request adds its own on top instead of copying them all.
+type callNames struct {
+	own   map[string]string
+	base  *callNames
+	depth int
+}
+
+// maxNamesDepth bounds the chain a lookup walks; a deeper one is merged
+// into one map (a copy every maxNamesDepth requests, not every request).
+const maxNamesDepth = 8
+
+// over returns a new, empty layer over n (nil: none).
+func (n *callNames) over() *callNames {
+	if n == nil {
+		return &callNames{}
+	}
+	if n.depth < maxNamesDepth {
+		return &callNames{base: n, depth: n.depth + 1}
+	}
+	size := 0
+	for m := n; m != nil; m = m.base {
+		size += len(m.own)
+	}
+	flat := make(map[string]string, size)
+	var fill func(m *callNames)
+	fill = func(m *callNames) { // oldest first: a newer name wins
+		if m == nil {
+			return
+		}
+		fill(m.base)
+		maps.Copy(flat, m.own)
+	}
+	fill(n)
+	return &callNames{base: &callNames{own: flat}, depth: 1}
+}
+
+func (n *callNames) get(id string) string {
+	for m := n; m != nil; m = m.base {
+		if name, ok := m.own[id]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
+func (n *callNames) set(id, name string) {
+	if n.own == nil {
+		n.own = map[string]string{}
+	}
+	n.own[id] = name
 }

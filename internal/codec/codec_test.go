@@ -365,7 +365,7 @@ func growing(n int, model string, late bool) []byte {
 	}
 	b.WriteString(`"messages":[{"role":"user","content":"go"}`)
 	for k := 1; k <= n; k++ {
-		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"thinking","thinking":"plan %d","signature":"sig%d"},{"type":"tool_use","id":"t%d","name":"Bash","input":{"command":"make %d"}}]}`, k, k, k, k)
+		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"thinking","thinking":"plan %d","signature":"sig%d"},{"type":"tool_use","id":"t%d","name":"tool%d","input":{"command":"make %d"}}]}`, k, k, k, k, k)
 		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"out %d"}`, k, k)
 		if k == n {
 			b.WriteString(`,{"type":"text","text":"note","cache_control":{"type":"ephemeral"}}`)
@@ -383,13 +383,16 @@ func growing(n int, model string, late bool) []byte {
 // TestDecodeAfterIsDecode: decoding a request against the previous one
 // gives exactly what decoding it alone gives, as the conversation grows,
 // when the newest message changes shape, and when the model changes (named
-// before or after the conversation).
+// before or after the conversation). Each tool result carries the name of
+// its call, found among the calls of every earlier request.
 func TestDecodeAfterIsDecode(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		var prev *Request
-		for n := 1; n <= 12; n++ {
+		// More turns than a request's tool names chain over the earlier
+		// ones' (maxNamesDepth) on each model.
+		for n := 1; n <= 24; n++ {
 			model := "claude-a"
-			if n > 6 {
+			if n > 12 {
 				model = "claude-b"
 			}
 			body := growing(n, model, late)
@@ -454,6 +457,36 @@ func TestDecodeAfterConcurrently(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		if err := <-done; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestCallNames: a request's tool names, layered over the earlier
+// requests', find every earlier call however many requests back, the
+// newest name winning, also across the merges that bound the chain.
+func TestCallNames(t *testing.T) {
+	var n *callNames
+	again := 0 // the request that last named the call "again"
+	for i := range 3 * maxNamesDepth {
+		n = n.over()
+		n.set(fmt.Sprint("c", i), fmt.Sprint("tool", i))
+		if i%5 == 0 {
+			n.set("again", fmt.Sprint("tool", i))
+			again = i
+		}
+		if n.depth > maxNamesDepth {
+			t.Fatalf("request %d: a chain of %d layers", i, n.depth)
+		}
+		for j := 0; j <= i; j++ {
+			if got, want := n.get(fmt.Sprint("c", j)), fmt.Sprint("tool", j); got != want {
+				t.Fatalf("request %d: call c%d named %q, want %q", i, j, got, want)
+			}
+		}
+		if got, want := n.get("again"), fmt.Sprint("tool", again); got != want {
+			t.Fatalf("request %d: a call id named twice is %q, want the newest %q", i, got, want)
+		}
+		if got := n.get("unknown"); got != "" {
+			t.Fatalf("an unknown call is named %q", got)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func (d *decoder) anthropicPart(b []byte) (part []byte, foldable bool) {
 		return redactedThinkingPart(), false
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		id, name := str(bm, "id"), str(bm, "name")
-		d.names[id] = name
+		d.names.set(id, name)
 		args, ok := rawjson.Get(bm, "input")
 		if !ok {
 			args = []byte("{}")
@@ -177,7 +177,7 @@ func (d *decoder) toolResult(bm []rawjson.Member, off int, key, callID string, i
 	if !ok {
 		v, _ := rawjson.Get(bm, key)
 		text, _ := textParts(v, textTypes...)
-		d.r.add(toolResultMsg(callID, d.names[callID], text, isError, true), -1, -1)
+		d.r.add(toolResultMsg(callID, d.names.get(callID), text, isError, true), -1, -1)
 		return
 	}
 	text, opaque := textParts(out.Value, textTypes...)
@@ -185,7 +185,7 @@ func (d *decoder) toolResult(bm []rawjson.Member, off int, key, callID string, i
 	if !opaque && callID != "" {
 		start, end = off+out.Start, off+out.End
 	}
-	d.r.add(toolResultMsg(callID, d.names[callID], text, isError, opaque || start < 0), start, end)
+	d.r.add(toolResultMsg(callID, d.names.get(callID), text, isError, opaque || start < 0), start, end)
 }
 
 // item decodes one Responses input item at body offset off.
@@ -222,11 +222,11 @@ func (d *decoder) item(raw []byte, off int) {
 		d.parts = append(d.parts, opaqueThinkingPart(text, str(ms, "encrypted_content") != ""))
 	case "function_call":
 		id, name := str(ms, "call_id"), str(ms, "name")
-		d.names[id] = name
+		d.names.set(id, name)
 		d.parts = append(d.parts, toolCallPart(id, name, argsValue(str(ms, "arguments"))))
 	case "custom_tool_call":
 		id, name := str(ms, "call_id"), str(ms, "name")
-		d.names[id] = name
+		d.names.set(id, name)
 		d.parts = append(d.parts, toolCallPart(id, name, rawjson.Quote(nil, str(ms, "input"))))
 	case "function_call_output", "custom_tool_call_output":
 		d.flush()
@@ -282,7 +282,7 @@ func (d *decoder) chat(raw []byte, off int) {
 				}
 				fm, _ := rawjson.Object(getRaw(tm, "function"))
 				id, name := str(tm, "id"), str(fm, "name")
-				d.names[id] = name
+				d.names.set(id, name)
 				parts = append(parts, toolCallPart(id, name, argsValue(str(fm, "arguments"))))
 			}
 		}

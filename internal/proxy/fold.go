@@ -115,6 +115,13 @@ type conversation struct {
 	// body: what a body that repeats its prefix is predicted to get
 	// (cut-through).
 	prevSpans []codec.Span
+	// placed: prevSpans place every placement of the engine's placement
+	// version placedAt (under mu only). A request that only appends to
+	// prev, at that version, goes out with the same spans if its body
+	// repeats prev's through the last of them: Step skips the placements
+	// and step their encoding and placing.
+	placed   bool
+	placedAt int
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -152,7 +159,7 @@ func (c *conversation) close() {
 		c.closed = true
 		c.file.Close()
 		c.setPrev(nil, nil, nil)
-		c.eng, c.values = nil, nil
+		c.eng, c.values, c.placed = nil, nil, false
 	}
 }
 
@@ -485,7 +492,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		if err != nil {
 			return unchanged, err.Error()
 		}
-		out, why, ok := f.fold(c, api, req, in.buf)
+		out, why, ok := f.fold(c, api, req, in.buf, prefix{prev, common})
 		if ok {
 			in.path = c.file.Path()
 			return out, why
@@ -497,7 +504,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 
 // fold folds req in c, unless c was evicted (ok false), and starts the
 // idle work that follows a request.
-func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer) (out [][]byte, why string, ok bool) {
+func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, ok bool) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	c.waiting.Add(-1)
@@ -509,7 +516,7 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 	idle := false
 	func() {
 		defer c.mu.Unlock() // also when step panics (Fold recovers)
-		out, why, size = f.step(c, api, req, buf)
+		out, why, size = f.step(c, api, req, buf, pre)
 		idle = !c.preparing
 		c.preparing = true
 	}()
@@ -523,8 +530,16 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 	return out, why, true
 }
 
-// step folds req in c. c.mu is held.
-func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer) (out [][]byte, why string, size int64) {
+// prefix says how many leading bytes a request's body shares with the
+// body of prev (an earlier request; nil: none known).
+type prefix struct {
+	prev   *codec.Request
+	common int
+}
+
+// step folds req in c; pre is what its body shares with an earlier one.
+// c.mu is held.
+func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, size int64) {
 	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
@@ -546,8 +561,21 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	// thinking to its prefix, the request's own drop_block says whether the
 	// provider drops invalidated thinking or rejects the request.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
-	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model}, j)
-	spans, err := req.Spans(c.edits(res.Placements))
+	appends := c.placed && keep == len(c.prev.Messages)
+	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model, KnownVersion: c.placedAt, HaveVersion: appends}, j)
+	var spans []codec.Span
+	var err error
+	if appends && res.Version == c.placedAt && c.repeats(req, pre) {
+		// The same placements, at the same bytes.
+		spans = c.prevSpans
+	} else {
+		ps := res.Placements
+		if appends && res.Version == c.placedAt {
+			ps = c.eng.Placements() // Step left them out
+		}
+		spans, err = req.Spans(c.edits(ps))
+	}
+	c.placed, c.placedAt = err == nil, res.Version
 	if err != nil {
 		c.setPrev(req, buf, nil)
 	} else {
@@ -572,6 +600,21 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}
 	return segs, "", size
+}
+
+// repeats reports whether req's body repeats prev's through the end of
+// the spans prev went out with (pre: what is known of its prefix). c.mu
+// is held.
+func (c *conversation) repeats(req *codec.Request, pre prefix) bool {
+	if len(c.prevSpans) == 0 {
+		return true
+	}
+	end := c.prevSpans[len(c.prevSpans)-1].End
+	if pre.prev == c.prev {
+		return pre.common >= end
+	}
+	a, b := req.Body(), c.prev.Body()
+	return len(a) >= end && len(b) >= end && bytes.Equal(a[:end], b[:end])
 }
 
 // edits are the placements as encoded edits, each digest encoded once.

@@ -285,11 +285,17 @@ func TestCutThroughPrediction(t *testing.T) {
 		sent    []byte
 		decided []byte
 		ok      bool
+		// applied: the spans the fold says the decided body applied.
+		applied []codec.Span
 	}{
-		{"confirmed", next, want[:total-1], want, true},
-		{"fold event", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false},
-		{"same length, other bytes", next, want[:total-1], append(append([]byte(nil), want[:10]...), append([]byte{want[10] ^ 1}, want[11:]...)...), false},
-		{"departs inside an edit", diverged, want[:a+3+(b-a-200)], diverged, false},
+		{"confirmed", next, want[:total-1], want, true, nil},
+		{"confirmed, by its own spans", next, want[:total-1], want, true, spans},
+		{"fold event", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false, nil},
+		// Other spans than the prediction's: the bytes decide.
+		{"fold event, other spans", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false, []codec.Span{{Start: a, End: a + 200, Value: []byte(`"other"`)}}},
+		{"fold event, a prefix of the spans", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false, spans[:len(spans)-1]},
+		{"same length, other bytes", next, want[:total-1], append(append([]byte(nil), want[:10]...), append([]byte{want[10] ^ 1}, want[11:]...)...), false, nil},
+		{"departs inside an edit", diverged, want[:a+3+(b-a-200)], diverged, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			buf := newBuffer(int64(len(tc.body)))
@@ -310,6 +316,7 @@ func TestCutThroughPrediction(t *testing.T) {
 			if err != nil || !bytes.Equal(got, tc.sent) {
 				t.Fatalf("before the decision the transport had %d bytes (err %v), want %d", len(got), err, len(tc.sent))
 			}
+			in.applied = tc.applied
 			ct.decide([][]byte{tc.decided}, "")
 			rest, err := pr.rest()
 			final, abandoned := ct.instead(context.Background())

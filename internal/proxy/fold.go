@@ -234,14 +234,17 @@ type Incoming struct {
 	buf *buffer
 	// path is the file of the conversation the request was folded in, once
 	// Fold knows it: the response's tool calls are noted there.
-	path   string
-	scope  string
-	cands  []*codec.Request
-	spans  [][]codec.Span // per candidate: the edits it went out with
-	held   []*buffer      // the candidates' bodies, held until done
-	common []int          // per candidate: how many leading bytes are equal
-	equal  []bool
-	n      int // bytes seen
+	path string
+	// applied are the spans the decided body applies to the body, once
+	// Fold knows them (nil otherwise, also for none).
+	applied []codec.Span
+	scope   string
+	cands   []*codec.Request
+	spans   [][]codec.Span // per candidate: the edits it went out with
+	held    []*buffer      // the candidates' bodies, held until done
+	common  []int          // per candidate: how many leading bytes are equal
+	equal   []bool
+	n       int // bytes seen
 }
 
 // Begin returns the Incoming of a request of api, for its body's bytes to
@@ -492,9 +495,9 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		if err != nil {
 			return unchanged, err.Error()
 		}
-		out, why, ok := f.fold(c, api, req, in.buf, prefix{prev, common})
+		out, why, applied, ok := f.fold(c, api, req, in.buf, prefix{prev, common})
 		if ok {
-			in.path = c.file.Path()
+			in.path, in.applied = c.file.Path(), applied
 			return out, why
 		}
 		// Evicted while this request waited for it: open it again.
@@ -504,19 +507,19 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 
 // fold folds req in c, unless c was evicted (ok false), and starts the
 // idle work that follows a request.
-func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, ok bool) {
+func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, ok bool) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	c.waiting.Add(-1)
 	if c.closed {
 		c.mu.Unlock()
-		return nil, "", false
+		return nil, "", nil, false
 	}
 	var size int64
 	idle := false
 	func() {
 		defer c.mu.Unlock() // also when step panics (Fold recovers)
-		out, why, size = f.step(c, api, req, buf, pre)
+		out, why, applied, size = f.step(c, api, req, buf, pre)
 		idle = !c.preparing
 		c.preparing = true
 	}()
@@ -527,7 +530,7 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 		c.preparing = false
 		c.mu.Unlock()
 	}
-	return out, why, true
+	return out, why, applied, true
 }
 
 // prefix says how many leading bytes a request's body shares with the
@@ -538,8 +541,8 @@ type prefix struct {
 }
 
 // step folds req in c; pre is what its body shares with an earlier one.
-// c.mu is held.
-func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, size int64) {
+// out is the body with applied's spans applied. c.mu is held.
+func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, size int64) {
 	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
@@ -593,13 +596,13 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}
 	if err != nil {
-		return unchanged, err.Error(), size
+		return unchanged, err.Error(), nil, size
 	}
 	segs, _ := codec.Splice(req.Body(), spans)
 	if res.Event != nil {
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}
-	return segs, "", size
+	return segs, "", spans, size
 }
 
 // repeats reports whether req's body repeats prev's through the end of

@@ -30,16 +30,31 @@ func chatBody(n, size int) []byte {
 // body is in, before the engine's step.
 func BenchmarkDecodeAfter(b *testing.B) {
 	prevBody, body := chatBody(499, 1000), chatBody(500, 1000)
-	prev, err := Decode(Chat, prevBody)
-	if err != nil {
-		b.Fatal(err)
-	}
 	common := CommonLen(prevBody, body)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := DecodeAfterPrefix(Chat, body, prev, common); err != nil {
-			b.Fatal(err)
+	// in-place: the request extends the previous one's arrays, as the one
+	// request after it does; copy: the previous one was extended already
+	// (a retry, a second conversation of a scope), so its arrays are copied.
+	for _, inPlace := range []bool{true, false} {
+		name := "copy"
+		if inPlace {
+			name = "in-place"
 		}
+		b.Run(name, func(b *testing.B) {
+			prev, err := Decode(Chat, prevBody)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prev.extended.Store(!inPlace)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := DecodeAfterPrefix(Chat, body, prev, common); err != nil {
+					b.Fatal(err)
+				}
+				// The in-place decoding wrote the same bytes where it writes
+				// again.
+				prev.extended.Store(!inPlace)
+			}
+		})
 	}
 }

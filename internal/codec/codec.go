@@ -39,6 +39,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/contextfold/contextfold/internal/apply"
 	"github.com/contextfold/contextfold/internal/rawjson"
@@ -96,6 +97,10 @@ type Request struct {
 	// noteAfter[k] is the decoder's noteAfterResults after item k.
 	noteAfter []bool
 	names     *callNames
+	// room is Messages to its capacity; extended is set by the one later
+	// request that appends to this one's arrays in place.
+	room     [][]byte
+	extended atomic.Bool
 	// common is how many leading bytes body shares with the previous
 	// request's, when the caller knew (else -1).
 	common int
@@ -261,13 +266,24 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	i := vs + 1
 	if k := r.reusable(body, vs, prev, r.built); k > 0 {
 		n := prev.msgs[k-1]
-		r.Messages = append(make([][]byte, 0, n+8), prev.Messages[:n]...)
-		r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
-		r.parts = append(make([][][2]int, 0, n+8), prev.parts[:n]...)
-		r.ends = append(make([]int, 0, k+8), prev.ends[:k]...)
-		r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
-		r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
-		r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
+		if k == len(prev.ends) && n == len(prev.room) && prev.extended.CompareAndSwap(false, true) {
+			// All of prev is reused (the body only appends to it): this
+			// request appends to prev's arrays in place. Only the one
+			// request that set extended writes past prev's end, and no
+			// request reads its arrays past its own end.
+			r.Messages, r.spans, r.parts = prev.room, prev.spans, prev.parts
+			r.ends, r.msgs, r.open, r.noteAfter = prev.ends, prev.msgs, prev.open, prev.noteAfter
+		} else {
+			// Copied: another request extends prev, or this one rewrites
+			// prev's last items.
+			r.Messages = append(make([][]byte, 0, n+8), prev.room[:n]...)
+			r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
+			r.parts = append(make([][][2]int, 0, n+8), prev.parts[:n]...)
+			r.ends = append(make([]int, 0, k+8), prev.ends[:k]...)
+			r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
+			r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
+			r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
+		}
 		// Over prev's, never written once decoded: several requests may
 		// decode against the same prev at once. It holds later calls'
 		// names too, which is harmless (ids are unique).
@@ -309,6 +325,11 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	}
 	d.flush()
 	r.names = d.names
+	// Messages is capped at its length, so that an append to it by a
+	// caller copies instead of writing where a later request may extend
+	// these arrays.
+	r.room = r.Messages
+	r.Messages = r.Messages[:len(r.Messages):len(r.Messages)]
 	return i + 1, nil
 }
 

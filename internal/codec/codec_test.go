@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/apply"
@@ -489,4 +490,104 @@ func TestCallNames(t *testing.T) {
 			t.Fatalf("an unknown call is named %q", got)
 		}
 	}
+}
+
+// TestDecodeAfterExtendsInPlace: a request that only appends to the
+// previous one extends its arrays in place, and decodes as it would alone;
+// so does every earlier request after later ones extended it, one decoded
+// again against an earlier request, and each of several requests decoded
+// against the same previous one at once (run with -race). A caller's
+// append to Messages cannot write where a later request extends.
+func TestDecodeAfterExtendsInPlace(t *testing.T) {
+	const turns = 30
+	bodies := make([][]byte, turns+1)
+	for n := 1; n <= turns; n++ {
+		bodies[n] = chatBody(n, 100)
+	}
+	reqs := make([]*Request, turns+1)
+	inPlace := 0
+	for n := 1; n <= turns; n++ {
+		r, err := DecodeAfter(Chat, bodies[n], reqs[n-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := reqs[n-1]; p != nil && &r.room[0] == &p.room[0] {
+			inPlace++
+		}
+		if cap(r.Messages) != len(r.Messages) {
+			t.Fatalf("turn %d: Messages has room past its end (len %d, cap %d)", n, len(r.Messages), cap(r.Messages))
+		}
+		reqs[n] = r
+	}
+	if inPlace < turns/2 {
+		t.Fatalf("%d of %d requests extended the previous one in place", inPlace, turns-1)
+	}
+	alone := func(n int) *Request {
+		r, err := Decode(Chat, bodies[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for n := 1; n <= turns; n++ {
+		sameDecoding(t, alone(n), reqs[n])
+	}
+	// with appends: a body that appends a message of its own to body n.
+	with := func(n int, text string) []byte {
+		b := bodies[n]
+		i := bytes.LastIndex(b, []byte(`],"model"`))
+		return append(append(append([]byte(nil), b[:i]...), `,{"role":"user","content":"`+text+`"}`...), b[i:]...)
+	}
+	// base: a request extended in place whose arrays have room past it,
+	// where another request extending it in place would write.
+	base := 0
+	for n := 1; n < turns; n++ {
+		if cap(reqs[n].room) > len(reqs[n].room) && &reqs[n+1].room[0] == &reqs[n].room[0] {
+			base = n
+			break
+		}
+	}
+	if base == 0 {
+		t.Fatal("no request was extended in place with room to spare")
+	}
+	// Decoded again against base, extended already: a copy.
+	again, err := DecodeAfter(Chat, with(base, "again"), reqs[base])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode(Chat, with(base, "again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDecoding(t, want, again)
+	for n := 1; n <= turns; n++ {
+		sameDecoding(t, alone(n), reqs[n])
+	}
+	// Several at once against a request with room that none extended yet
+	// (a copy, so it has room), each appending its own message.
+	fresh, err := DecodeAfter(Chat, bodies[base+1], reqs[base-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(fresh.room) == len(fresh.room) || &fresh.room[0] == &reqs[base-1].room[0] {
+		t.Fatal("a request decoded against one extended already did not get arrays of its own with room")
+	}
+	got := make([]*Request, 6)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = DecodeAfter(Chat, with(base+1, fmt.Sprint("at once ", i)), fresh)
+		}()
+	}
+	wg.Wait()
+	for i, r := range got {
+		want, err := Decode(Chat, with(base+1, fmt.Sprint("at once ", i)))
+		if err != nil || r == nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		sameDecoding(t, want, r)
+	}
+	sameDecoding(t, alone(base+1), fresh)
 }

@@ -58,3 +58,27 @@ func BenchmarkDecodeAfter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeAfterClient: each real client's captured request decoded
+// against the same request decoded before (extending it in place, as the
+// next request does): the cost of what surrounds the conversation, the
+// tools and system prompt the clients send after it.
+func BenchmarkDecodeAfterClient(b *testing.B) {
+	for _, s := range samples {
+		b.Run(s.file, func(b *testing.B) {
+			body := readSample(b, s.file)
+			prev, err := Decode(s.api, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				prev.extended.Store(false)
+				if _, err := DecodeAfterPrefix(s.api, body, prev, len(body)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

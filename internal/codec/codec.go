@@ -97,6 +97,9 @@ type Request struct {
 	// noteAfter[k] is the decoder's noteAfterResults after item k.
 	noteAfter []bool
 	names     *callNames
+	// large are the values of its members (not the conversation) of
+	// largeValue bytes or more that are objects, arrays or strings.
+	large []largeMember
 	// room is Messages to its capacity; extended is set by the one later
 	// request that appends to this one's arrays in place.
 	room     [][]byte
@@ -175,7 +178,7 @@ func DecodeAfterPrefix(api API, body []byte, prev *Request, common int) (*Reques
 			}
 			ve, err = r.conversation(body, vs, prev)
 		} else {
-			ve, err = rawjson.ValueEnd(body, vs)
+			ve, err = r.valueEnd(body, vs, name, prev)
 			if err == nil {
 				r.member(name, body[vs:ve])
 			}
@@ -197,6 +200,39 @@ func DecodeAfterPrefix(api API, body []byte, prev *Request, common int) (*Reques
 		return decodeFor(api, body, r.Model)
 	}
 	return r, nil
+}
+
+// largeValue is the size from which a member's value is remembered: the
+// next request most likely repeats it (a client's tools and system prompt
+// come after the conversation, 10 to 40 KB of them), and then finds its
+// end by comparing bytes instead of parsing them.
+const largeValue = 512
+
+// largeMember is a member's value in a request's body.
+type largeMember struct {
+	name  string
+	value []byte
+}
+
+// valueEnd returns where the value at vs of member name ends. A value prev
+// had for that member, repeated here byte for byte, ends where it ends: an
+// object, array or string ends at its own closing byte, whatever follows
+// (a number or literal might go on, so those are not remembered).
+func (r *Request) valueEnd(body []byte, vs int, name string, prev *Request) (int, error) {
+	if prev != nil {
+		for _, m := range prev.large {
+			if m.name == name && bytes.HasPrefix(body[vs:], m.value) {
+				ve := vs + len(m.value)
+				r.large = append(r.large, largeMember{name, body[vs:ve]})
+				return ve, nil
+			}
+		}
+	}
+	ve, err := rawjson.ValueEnd(body, vs)
+	if err == nil && ve-vs >= largeValue && (body[vs] == '{' || body[vs] == '[' || body[vs] == '"') {
+		r.large = append(r.large, largeMember{name, body[vs:ve]})
+	}
+	return ve, err
 }
 
 // decodeFor decodes body whole, building its assistant messages for model.

@@ -591,3 +591,48 @@ func TestDecodeAfterExtendsInPlace(t *testing.T) {
 	}
 	sameDecoding(t, alone(base+1), fresh)
 }
+
+// TestDecodeAfterRepeatsLargeMembers: a large member value the previous
+// request had, repeated, ends where it ends without being parsed again;
+// the request still decodes as it does alone, also when a large number
+// grows (not self-delimiting, so never taken as repeated), when the tools
+// change, and when a repeated value is followed by bytes that break the
+// body.
+func TestDecodeAfterRepeatsLargeMembers(t *testing.T) {
+	tools := `[` + strings.Repeat(`{"name":"t","input_schema":{"type":"object"}},`, 30) + `{"name":"Bash"}]`
+	digits := strings.Repeat("7", 600)
+	body := func(n int, tools, num string) []byte {
+		b := growing(n, "m", false)
+		i := bytes.LastIndex(b, []byte(`,"tools":`))
+		return []byte(string(b[:i]) + `,"system":"` + strings.Repeat("s", 700) + `","tools":` + tools + `,"pad":` + num + `}`)
+	}
+	prevBody := body(3, tools, digits)
+	prev, err := Decode(Messages, prevBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prev.large) != 2 {
+		t.Fatalf("remembered %d large values, want the system prompt and the tools", len(prev.large))
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"repeated", body(4, tools, digits)},
+		{"a large number grows", body(4, tools, digits+"9")},
+		{"no tools", body(4, `[]`, digits)},
+		{"other tools", body(4, strings.Replace(tools, `"Bash"`, `"Read"`, 1), digits)},
+		{"broken after the tools", body(4, tools+`x`, digits)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alone, errAlone := Decode(Messages, tc.body)
+			after, errAfter := DecodeAfter(Messages, tc.body, prev)
+			if (errAlone == nil) != (errAfter == nil) {
+				t.Fatalf("alone: %v; after the previous request: %v", errAlone, errAfter)
+			}
+			if errAlone == nil {
+				sameDecoding(t, alone, after)
+			}
+		})
+	}
+}

@@ -82,3 +82,23 @@ func BenchmarkDecodeAfterClient(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeAfterClaudeCode: as BenchmarkDecodeAfter/in-place, for
+// Claude Code's bodies, whose cache breakpoint moves off the previous
+// request's last item, which is decoded again.
+func BenchmarkDecodeAfterClaudeCode(b *testing.B) {
+	prevBody, body := claudeLike(499, 499, ""), claudeLike(500, 500, "")
+	common := CommonLen(prevBody, body)
+	prev, err := Decode(Messages, prevBody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		prev.extended.Store(false)
+		if _, err := DecodeAfterPrefix(Messages, body, prev, common); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -100,6 +101,9 @@ type Request struct {
 	// large are the values of its members (not the conversation) of
 	// largeValue bytes or more that are objects, arrays or strings.
 	large []largeMember
+	// shadow, while decoding, is how many messages of the previous request
+	// the arrays hold (shared): see addParts.
+	shadow int
 	// room is Messages to its capacity; extended is set by the one later
 	// request that appends to this one's arrays in place.
 	room     [][]byte
@@ -302,27 +306,32 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	i := vs + 1
 	if k := r.reusable(body, vs, prev, r.built); k > 0 {
 		n := prev.msgs[k-1]
-		if k == len(prev.ends) && n == len(prev.room) && prev.extended.CompareAndSwap(false, true) {
-			// All of prev is reused (the body only appends to it): this
-			// request appends to prev's arrays in place. Only the one
+		if prev.extended.CompareAndSwap(false, true) {
+			// This request appends to prev's arrays in place. Only the one
 			// request that set extended writes past prev's end, and no
-			// request reads its arrays past its own end.
-			r.Messages, r.spans, r.parts = prev.room, prev.spans, prev.parts
-			r.ends, r.msgs, r.open, r.noteAfter = prev.ends, prev.msgs, prev.open, prev.noteAfter
+			// request reads its arrays past its own end. The messages of
+			// prev's items it decodes again (Claude Code moves its cache
+			// breakpoint off the last one every request) are taken as they
+			// are where they decode the same (addParts); at the first that
+			// does not, the arrays become this request's own.
+			r.Messages, r.spans, r.parts = prev.room[:n], prev.spans[:n], prev.parts[:n]
+			r.shadow = len(prev.room)
+			if k == len(prev.ends) {
+				r.ends, r.msgs, r.open, r.noteAfter = prev.ends, prev.msgs, prev.open, prev.noteAfter
+			}
 		} else {
-			// Copied: another request extends prev, or this one rewrites
-			// prev's last items.
+			// Copied: another request extends prev.
 			r.Messages = append(make([][]byte, 0, n+8), prev.room[:n]...)
 			r.spans = append(make([][2]int, 0, n+8), prev.spans[:n]...)
 			r.parts = append(make([][][2]int, 0, n+8), prev.parts[:n]...)
+		}
+		if r.ends == nil {
+			// Prev's items after k end elsewhere in this body.
 			r.ends = append(make([]int, 0, k+8), prev.ends[:k]...)
 			r.msgs = append(make([]int, 0, k+8), prev.msgs[:k]...)
 			r.open = append(make([]bool, 0, k+8), prev.open[:k]...)
 			r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
 		}
-		// Over prev's, never written once decoded: several requests may
-		// decode against the same prev at once. It holds later calls'
-		// names too, which is harmless (ids are unique).
 		d.names = prev.names.over()
 		d.noteAfterResults = prev.noteAfter[k-1]
 		i = r.ends[k-1]
@@ -360,6 +369,12 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		i = end
 	}
 	d.flush()
+	if len(r.Messages) < r.shadow {
+		// Fewer messages than prev: what follows them is prev's, where a
+		// request extending this one would write.
+		r.own()
+	}
+	r.shadow = 0
 	r.names = d.names
 	// Messages is capped at its length, so that an append to it by a
 	// caller copies instead of writing where a later request may extend
@@ -541,10 +556,34 @@ func (r *Request) span(msg, part int) ([2]int, bool) {
 	return sp, sp[0] >= 0
 }
 
-func (r *Request) add(msg []byte, start, end int) {
+func (r *Request) add(msg []byte, start, end int) { r.addParts(msg, start, end, nil) }
+
+// addParts appends a message whose output is at [start, end) in the body
+// and whose thinking blocks are at parts. Below shadow, the arrays are the
+// previous request's: its message there is taken as it is when this one
+// is the same, else the arrays become this request's own first.
+func (r *Request) addParts(msg []byte, start, end int, parts [][2]int) {
+	if i := len(r.Messages); i < r.shadow {
+		m, sp, ps := r.Messages[:i+1], r.spans[:i+1], r.parts[:i+1]
+		if bytes.Equal(m[i], msg) && sp[i] == [2]int{start, end} && slices.Equal(ps[i], parts) {
+			r.Messages, r.spans, r.parts = m, sp, ps
+			return
+		}
+		r.own()
+	}
 	r.Messages = append(r.Messages, msg)
 	r.spans = append(r.spans, [2]int{start, end})
-	r.parts = append(r.parts, nil)
+	r.parts = append(r.parts, parts)
+}
+
+// own gives the request arrays of its own, copies of the previous
+// request's it shared.
+func (r *Request) own() {
+	n := len(r.Messages)
+	r.Messages = append(make([][]byte, 0, n+8), r.Messages...)
+	r.spans = append(make([][2]int, 0, n+8), r.spans...)
+	r.parts = append(make([][][2]int, 0, n+8), r.parts...)
+	r.shadow = 0
 }
 
 // decoder carries what one body's decoding needs across items.

@@ -636,3 +636,145 @@ func TestDecodeAfterRepeatsLargeMembers(t *testing.T) {
 		})
 	}
 }
+
+// claudeLike is a Messages body after n tool turns as Claude Code sends
+// it: the newest tool result carries the cache breakpoint, after its
+// content, and the breakpoint moves on with the next turn. tag marks
+// turns after from, so that bodies can append different turns.
+func claudeLike(n, from int, tag string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"claude-x","messages":[{"role":"user","content":"go"}`)
+	for k := 1; k <= n; k++ {
+		out := fmt.Sprint("out ", k)
+		if k > from {
+			out += " " + tag
+		}
+		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"thinking","thinking":"plan %d","signature":"sig%d"},{"type":"tool_use","id":"t%d","name":"tool%d","input":{"command":"make %d"}}]}`, k, k, k, k, k)
+		fmt.Fprintf(&b, `,{"role":"user","content":[{"tool_use_id":"t%d","type":"tool_result","content":%q,"is_error":false`, k, out)
+		if k == n {
+			b.WriteString(`,"cache_control":{"type":"ephemeral"}`)
+		}
+		b.WriteString("}]}")
+	}
+	b.WriteString(`],"system":[{"type":"text","text":"You are a test agent."}],"tools":[{"name":"Bash"}],"stream":true}`)
+	return []byte(b.String())
+}
+
+// TestDecodeAfterRedecodesInPlace: a Claude Code request rewrites the
+// previous request's last item (its breakpoint moves on); where that item
+// decodes to the same messages, the request still extends the previous
+// one's arrays in place, and every request decodes as it does alone, also
+// after later ones extended it. Bodies whose rewritten item decodes to
+// other messages (growing: a note leaves), and several requests at once
+// against one (-race), each appending turns of its own, decode as alone.
+func TestDecodeAfterRedecodesInPlace(t *testing.T) {
+	const turns = 30
+	for _, tc := range []struct {
+		name    string
+		body    func(n int) []byte
+		inPlace bool
+	}{
+		{"breakpoint after the content", func(n int) []byte { return claudeLike(n, n, "") }, true},
+		{"a note leaves the rewritten item", func(n int) []byte { return growing(n, "m", false) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reqs := make([]*Request, turns+1)
+			inPlace := 0
+			for n := 1; n <= turns; n++ {
+				r, err := DecodeAfter(Messages, tc.body(n), reqs[n-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p := reqs[n-1]; p != nil && &r.room[0] == &p.room[0] {
+					inPlace++
+				}
+				reqs[n] = r
+			}
+			if got := inPlace >= turns/2; got != tc.inPlace {
+				t.Fatalf("%d of %d requests extended the previous one in place", inPlace, turns-1)
+			}
+			for n := 1; n <= turns; n++ {
+				alone, err := Decode(Messages, tc.body(n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameDecoding(t, alone, reqs[n])
+			}
+		})
+	}
+	t.Run("thinking moved within a rewritten item", func(t *testing.T) {
+		// The same assistant message, its thinking block two bytes later.
+		head := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":[`
+		turn := `{"type":"thinking","thinking":"plan","signature":"sig"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}`
+		prevBody := []byte(head + turn + `],"tools":[{"name":"Bash"}]}`)
+		body := []byte(head + "  " + turn + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}],"tools":[{"name":"Bash"}]}`)
+		prev, err := Decode(Messages, prevBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := DecodeAfter(Messages, body, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := Decode(Messages, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp, ok := alone.span(1, 0); !ok || !bytes.HasPrefix(body[sp[0]:], []byte(`{"type":"thinking"`)) {
+			t.Fatalf("the thinking block is not a part of its own: %v %v", sp, ok)
+		}
+		sameDecoding(t, alone, after)
+	})
+	t.Run("fewer messages than the previous one", func(t *testing.T) {
+		// b rewrites a's last item without its note: a's note slot lies
+		// past b's end, where c, extending b in place, writes.
+		a, err := Decode(Messages, growing(5, "m", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		noteless := bytes.Replace(growing(5, "m", false), []byte(`,{"type":"text","text":"note","cache_control":{"type":"ephemeral"}}`), nil, 1)
+		b, err := DecodeAfter(Messages, noteless, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := DecodeAfter(Messages, growing(6, "m", false), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []struct {
+			body []byte
+			r    *Request
+		}{{growing(5, "m", false), a}, {noteless, b}, {growing(6, "m", false), c}} {
+			alone, err := Decode(Messages, x.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameDecoding(t, alone, x.r)
+		}
+	})
+	t.Run("at once", func(t *testing.T) {
+		base, err := Decode(Messages, claudeLike(10, 10, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]*Request, 6)
+		var wg sync.WaitGroup
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], _ = DecodeAfter(Messages, claudeLike(12, 10, fmt.Sprint("at once ", i)), base)
+			}()
+		}
+		wg.Wait()
+		for i, r := range got {
+			want, err := Decode(Messages, claudeLike(12, 10, fmt.Sprint("at once ", i)))
+			if err != nil || r == nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			sameDecoding(t, want, r)
+		}
+		alone, _ := Decode(Messages, claudeLike(10, 10, ""))
+		sameDecoding(t, alone, base)
+	})
+}

@@ -110,10 +110,10 @@ func (d *decoder) assistant(ms []rawjson.Member, off int) {
 		h := sha256.Sum256([]byte(sig))
 		anchor = "sig-" + hex.EncodeToString(h[:12])
 	}
-	d.r.add(assistantMsg(Messages, parts, d.r.built, anchor), -1, -1)
-	if anchor != "" {
-		d.r.parts[len(d.r.parts)-1] = spans
+	if anchor == "" {
+		spans = nil
 	}
+	d.r.addParts(assistantMsg(Messages, parts, d.r.built, anchor), -1, -1, spans)
 }
 
 // anthropicPart is one assistant content block as a Pi part; foldable says

@@ -142,6 +142,17 @@ func ttfbJSON(v any) []byte {
 	return b
 }
 
+// ttfbToolResult is a tool result block with its members in the order
+// Claude Code sends them (internal/codec/testdata/clients/claude-basic.json):
+// the breakpoint comes after the content.
+type ttfbToolResult struct {
+	ToolUseID    string `json:"tool_use_id"`
+	Type         string `json:"type"`
+	Content      string `json:"content"`
+	IsError      bool   `json:"is_error"`
+	CacheControl any    `json:"cache_control,omitempty"`
+}
+
 func ttfbCallID(k int) string { return fmt.Sprintf("call_%03d", k) }
 
 // ttfbFormat is one wire format's client: its request bodies (shaped like
@@ -206,10 +217,10 @@ var ttfbFormats = []*ttfbFormat{
 		top:  map[string]any{"model": "m", "messages": ttfbItems, "system": []any{map[string]any{"type": "text", "text": "You are a test agent.", "cache_control": map[string]any{"type": "ephemeral"}}}, "tools": []any{map[string]any{"name": "Bash", "input_schema": map[string]any{"type": "object"}}}, "stream": true},
 		head: []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Run the build."}}}},
 		turn: func(k int, newest bool) []any {
-			result := map[string]any{"type": "tool_result", "tool_use_id": ttfbCallID(k), "content": ttfbOutput(k), "is_error": false}
+			result := ttfbToolResult{ToolUseID: ttfbCallID(k), Type: "tool_result", Content: ttfbOutput(k)}
 			if newest {
 				// Claude Code moves its last breakpoint to the newest block.
-				result["cache_control"] = map[string]any{"type": "ephemeral"}
+				result.CacheControl = map[string]any{"type": "ephemeral"}
 			}
 			return []any{
 				map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "thinking", "thinking": "plan", "signature": "sig"}, map[string]any{"type": "tool_use", "id": ttfbCallID(k), "name": "Bash", "input": map[string]any{"command": fmt.Sprintf("make step%d", k)}}}},

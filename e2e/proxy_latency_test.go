@@ -54,7 +54,8 @@ package e2e
 // that first reads the whole body (store-and-forward of the client's bytes
 // unchanged): "store" reads it into a new buffer of the body's size, as
 // the folding proxy does, "reuse" into one buffer kept from request to
-// request.
+// request; and "plain", net/http/httputil's ReverseProxy alone, streaming
+// (no internal/proxy at all).
 //
 // BenchmarkLoopback is the floor: 5.2, 1 and 0.5 MB over loopback TCP and
 // as an HTTP POST, with no proxy.
@@ -73,6 +74,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -938,7 +940,12 @@ func BenchmarkInProcessProxyTTFB(b *testing.B) {
 			path.stamps = stamps
 			paths = append(paths, path)
 		}
-		return paths
+		// plain: the standard library's reverse proxy alone, streaming,
+		// the floor for any proxy written on it.
+		rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, FlushInterval: -1, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		srv := httptest.NewServer(rp)
+		b.Cleanup(srv.Close)
+		return append(paths, newTTFBPath("plain", srv.URL))
 	})
 }
 

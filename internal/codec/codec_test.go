@@ -336,7 +336,8 @@ func FuzzDecodeApply(f *testing.F) {
 func sameDecoding(t testing.TB, a, b *Request) {
 	t.Helper()
 	if a.Model != b.Model || a.built != b.built || a.Tools != b.Tools || a.Continued != b.Continued || a.DropBlock != b.DropBlock || a.CacheKey != b.CacheKey {
-		t.Fatalf("headers differ: %+v vs %+v", a, b)
+		t.Fatalf("headers differ: model %q/%q built %q/%q tools %v/%v continued %v/%v drop_block %v/%v cache key %q/%q",
+			a.Model, b.Model, a.built, b.built, a.Tools, b.Tools, a.Continued, b.Continued, a.DropBlock, b.DropBlock, a.CacheKey, b.CacheKey)
 	}
 	if len(a.Messages) != len(b.Messages) {
 		t.Fatalf("%d messages vs %d", len(a.Messages), len(b.Messages))

@@ -300,7 +300,7 @@ func (ct *cutThrough) decide(out [][]byte, path string) {
 	func() {
 		defer ct.recover()
 		cutPanic("decide")
-		if ct.confirmed && !ct.broken && (same(applied, ct.spans) || ct.matches(out)) {
+		if ct.confirmed && !ct.broken && ct.matches(out, applied) {
 			ct.state = cutSent
 		}
 	}()
@@ -317,15 +317,18 @@ func same(a, b []codec.Span) bool {
 	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
-// matches reports whether out is the prediction as far as it was sent, and
-// as long as declared. ct.mu is held.
-func (ct *cutThrough) matches(out [][]byte) bool {
+// matches reports whether out, which applied the spans applied, is the
+// prediction as far as it was sent, and as long as declared. ct.mu is held.
+func (ct *cutThrough) matches(out [][]byte, applied []codec.Span) bool {
 	n := 0
 	for _, s := range out {
 		n += len(s)
 	}
 	if n != ct.total {
 		return false
+	}
+	if same(applied, ct.spans) {
+		return true
 	}
 	// The prediction's segments up to what was sent.
 	var pred [][]byte

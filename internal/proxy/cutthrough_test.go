@@ -290,6 +290,9 @@ func TestCutThroughPrediction(t *testing.T) {
 	}{
 		{"confirmed", next, want[:total-1], want, true, nil},
 		{"confirmed, by its own spans", next, want[:total-1], want, true, spans},
+		// The same spans on a body of another length (a bug elsewhere):
+		// the length decides.
+		{"its own spans, another length", next, want[:total-1], append(append([]byte(nil), want...), 'x'), false, spans},
 		{"fold event", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false, nil},
 		// Other spans than the prediction's: the bytes decide.
 		{"fold event, other spans", next, want[:total-1], bytes.Join([][]byte{next[:a], []byte(`"other"`), next[a+200:]}, nil), false, []codec.Span{{Start: a, End: a + 200, Value: []byte(`"other"`)}}},

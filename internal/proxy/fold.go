@@ -236,7 +236,7 @@ type Incoming struct {
 	// Fold knows it: the response's tool calls are noted there.
 	path string
 	// applied are the spans the decided body applies to the body, once
-	// Fold knows them (nil otherwise, also for none).
+	// Fold knows them (nil otherwise).
 	applied []codec.Span
 	scope   string
 	cands   []*codec.Request

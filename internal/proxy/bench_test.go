@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // BenchmarkFold measures what the proxy adds to a request of a conversation
@@ -28,13 +26,7 @@ func BenchmarkFold(b *testing.B) {
 		idle, arrive := mode != "back-to-back", mode != "whole"
 		for _, cl := range clients {
 			b.Run(mode+"/"+string(cl.api), func(b *testing.B) {
-				st, err := foldstore.Open(b.TempDir())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer st.Close()
-				f := NewFolder(st, 0, nil)
-				defer f.Close()
+				f := testFolder(b, 0, nil)
 				r := httptest.NewRequest("POST", cl.path, nil)
 				r.Header.Set("x-claude-code-session-id", "bench")
 				const start = 500 // turns: a system and a user message, then a call and a result each

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
-
-	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // TestBufferNotReusedWhileHeld: a buffer goes back to its pool only when
@@ -45,13 +43,7 @@ func TestBufferNotReusedWhileHeld(t *testing.T) {
 // instead of allocating one each.
 func TestBuffersComeBack(t *testing.T) {
 	up := newUpstream(t, "up", nil)
-	store, err := foldstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	folder := NewFolder(store, 40_000, nil)
-	defer folder.Close()
+	folder := testFolder(t, 40_000, nil)
 	var holding, bodies atomic.Int64
 	s, _ := front(t, up, up, func(c *Config) {
 		c.Folder = folder

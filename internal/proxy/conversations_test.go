@@ -173,14 +173,8 @@ func TestEviction(t *testing.T) {
 	want := alone(t, turns, window, convs...)
 
 	up := newUpstream(t, "up", nil)
-	store, err := foldstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	folder := NewFolder(store, window, nil)
+	folder := testFolder(t, window, nil)
 	folder.MaxHeld = 1
-	defer folder.Close()
 	s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
 	var mu sync.Mutex
 	got := map[string][]string{}

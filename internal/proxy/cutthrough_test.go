@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/codec"
-	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // cutRun sends turns first..last of cl's conversation through a folding
@@ -60,15 +59,9 @@ func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.
 			brokenN.Add(1) // the body ended short of its length: no request
 		}
 	})
-	st, err := foldstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	var flog bytes.Buffer
 	var fmu sync.Mutex
-	folder := NewFolder(st, 40_000, slog.New(slog.NewTextHandler(lockedWriter{&fmu, &flog}, nil)))
-	defer folder.Close()
+	folder := testFolder(t, 40_000, slog.New(slog.NewTextHandler(lockedWriter{&fmu, &flog}, nil)))
 	countEvents := func() int {
 		fmu.Lock()
 		defer fmu.Unlock()
@@ -368,13 +361,7 @@ func TestCutThroughClientGone(t *testing.T) {
 		started <- struct{}{}
 		inner.ServeHTTP(w, r)
 	})
-	st, err := foldstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	folder := NewFolder(st, 40_000, nil)
-	defer folder.Close()
+	folder := testFolder(t, 40_000, nil)
 	s, logs := front(t, up, up, func(c *Config) { c.Folder = folder })
 	for k := 20; k < 22; k++ {
 		send(t, s.URL, cl.path, cl.body(k))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -35,6 +36,22 @@ type client struct {
 	body func(n int) string
 	// outputs reads the tool outputs of a body, by call id.
 	outputs func(t *testing.T, body []byte) map[string]string
+}
+
+// testFolder is a Folder planning for window tokens over a store in a
+// fresh temporary directory; both are closed when tb ends.
+func testFolder(tb testing.TB, window int, log *slog.Logger) *Folder {
+	tb.Helper()
+	st, err := foldstore.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := NewFolder(st, window, log)
+	tb.Cleanup(func() {
+		f.Close()
+		st.Close()
+	})
+	return f
 }
 
 func callID(k int) string { return fmt.Sprintf("call_%03d", k) }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/codec"
-	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // TestSpansReused checks the steady-state shortcut of step: a request that
@@ -21,13 +20,7 @@ import (
 func TestSpansReused(t *testing.T) {
 	for _, cl := range clients {
 		t.Run(string(cl.api), func(t *testing.T) {
-			st, err := foldstore.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			f := NewFolder(st, 40_000, nil)
-			defer f.Close()
+			f := testFolder(t, 40_000, nil)
 			r := httptest.NewRequest("POST", cl.path, nil)
 			r.Header.Set("x-claude-code-session-id", "spans")
 			other := httptest.NewRequest("POST", cl.path, nil)

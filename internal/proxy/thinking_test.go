@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/fakellm"
-	"github.com/contextfold/contextfold/internal/foldstore"
 )
 
 // antClient plays a Claude Code-like client of the Messages API: adaptive
@@ -128,13 +127,7 @@ func TestSignedThinkingThroughTheProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fake.Close()
-			store, err := foldstore.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			folder := NewFolder(store, 30_000, nil)
-			defer folder.Close()
+			folder := testFolder(t, 30_000, nil)
 			up := mustURL(t, fake.AnthropicURL())
 			p, err := New(Config{Anthropic: up, OpenAI: up, Folder: folder})
 			if err != nil {

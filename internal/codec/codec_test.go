@@ -397,16 +397,7 @@ func TestDecodeAfterIsDecode(t *testing.T) {
 			if n > 12 {
 				model = "claude-b"
 			}
-			body := growing(n, model, late)
-			alone, err := Decode(Messages, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, err := DecodeAfter(Messages, body, prev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameDecoding(t, alone, after)
+			after := decodesAsAlone(t, Messages, growing(n, model, late), prev)
 			if !bytes.Contains(after.Messages[1], []byte(`"model":"`+model+`"`)) {
 				t.Fatalf("turn %d: assistant message built for another model: %s", n, after.Messages[1])
 			}
@@ -493,6 +484,46 @@ func TestCallNames(t *testing.T) {
 	}
 }
 
+// decodesAsAlone decodes body against prev, fails t where that differs
+// from decoding it alone, and returns it.
+func decodesAsAlone(t testing.TB, api API, body []byte, prev *Request) *Request {
+	t.Helper()
+	alone, err := Decode(api, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := DecodeAfter(api, body, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDecoding(t, alone, after)
+	return after
+}
+
+// atOnce decodes each of bodies against base at once (run with -race) and
+// checks that each decodes as alone.
+func atOnce(t *testing.T, api API, base *Request, bodies [][]byte) {
+	t.Helper()
+	got := make([]*Request, len(bodies))
+	errs := make([]error, len(bodies))
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = DecodeAfter(api, bodies[i], base)
+		}()
+	}
+	wg.Wait()
+	for i, r := range got {
+		want, err := Decode(api, bodies[i])
+		if err != nil || errs[i] != nil {
+			t.Fatalf("request %d: %v, %v", i, err, errs[i])
+		}
+		sameDecoding(t, want, r)
+	}
+}
+
 // TestDecodeAfterExtendsInPlace: a request that only appends to the
 // previous one extends its arrays in place, and decodes as it would alone;
 // so does every earlier request after later ones extended it, one decoded
@@ -552,15 +583,7 @@ func TestDecodeAfterExtendsInPlace(t *testing.T) {
 		t.Fatal("no request was extended in place with room to spare")
 	}
 	// Decoded again against base, extended already: a copy.
-	again, err := DecodeAfter(Chat, with(base, "again"), reqs[base])
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := Decode(Chat, with(base, "again"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameDecoding(t, want, again)
+	decodesAsAlone(t, Chat, with(base, "again"), reqs[base])
 	for n := 1; n <= turns; n++ {
 		sameDecoding(t, alone(n), reqs[n])
 	}
@@ -573,23 +596,11 @@ func TestDecodeAfterExtendsInPlace(t *testing.T) {
 	if cap(fresh.room) == len(fresh.room) || &fresh.room[0] == &reqs[base-1].room[0] {
 		t.Fatal("a request decoded against one extended already did not get arrays of its own with room")
 	}
-	got := make([]*Request, 6)
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i], _ = DecodeAfter(Chat, with(base+1, fmt.Sprint("at once ", i)), fresh)
-		}()
+	var bodiesAtOnce [][]byte
+	for i := range 6 {
+		bodiesAtOnce = append(bodiesAtOnce, with(base+1, fmt.Sprint("at once ", i)))
 	}
-	wg.Wait()
-	for i, r := range got {
-		want, err := Decode(Chat, with(base+1, fmt.Sprint("at once ", i)))
-		if err != nil || r == nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		sameDecoding(t, want, r)
-	}
+	atOnce(t, Chat, fresh, bodiesAtOnce)
 	sameDecoding(t, alone(base+1), fresh)
 }
 
@@ -713,18 +724,10 @@ func TestDecodeAfterRedecodesInPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		after, err := DecodeAfter(Messages, body, prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		alone, err := Decode(Messages, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sp, ok := alone.span(1, 0); !ok || !bytes.HasPrefix(body[sp[0]:], []byte(`{"type":"thinking"`)) {
+		after := decodesAsAlone(t, Messages, body, prev)
+		if sp, ok := after.span(1, 0); !ok || !bytes.HasPrefix(body[sp[0]:], []byte(`{"type":"thinking"`)) {
 			t.Fatalf("the thinking block is not a part of its own: %v %v", sp, ok)
 		}
-		sameDecoding(t, alone, after)
 	})
 	t.Run("fewer messages than the previous one", func(t *testing.T) {
 		// b rewrites a's last item without its note: a's note slot lies
@@ -734,18 +737,13 @@ func TestDecodeAfterRedecodesInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 		noteless := bytes.Replace(growing(5, "m", false), []byte(`,{"type":"text","text":"note","cache_control":{"type":"ephemeral"}}`), nil, 1)
-		b, err := DecodeAfter(Messages, noteless, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := DecodeAfter(Messages, growing(6, "m", false), b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := decodesAsAlone(t, Messages, noteless, a)
+		decodesAsAlone(t, Messages, growing(6, "m", false), b)
+		// c extended b: a and b are still what they were.
 		for _, x := range []struct {
 			body []byte
 			r    *Request
-		}{{growing(5, "m", false), a}, {noteless, b}, {growing(6, "m", false), c}} {
+		}{{growing(5, "m", false), a}, {noteless, b}} {
 			alone, err := Decode(Messages, x.body)
 			if err != nil {
 				t.Fatal(err)
@@ -758,23 +756,11 @@ func TestDecodeAfterRedecodesInPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]*Request, 6)
-		var wg sync.WaitGroup
-		for i := range got {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got[i], _ = DecodeAfter(Messages, claudeLike(12, 10, fmt.Sprint("at once ", i)), base)
-			}()
+		var bodies [][]byte
+		for i := range 6 {
+			bodies = append(bodies, claudeLike(12, 10, fmt.Sprint("at once ", i)))
 		}
-		wg.Wait()
-		for i, r := range got {
-			want, err := Decode(Messages, claudeLike(12, 10, fmt.Sprint("at once ", i)))
-			if err != nil || r == nil {
-				t.Fatalf("request %d: %v", i, err)
-			}
-			sameDecoding(t, want, r)
-		}
+		atOnce(t, Messages, base, bodies)
 		alone, _ := Decode(Messages, claudeLike(10, 10, ""))
 		sameDecoding(t, alone, base)
 	})

@@ -566,24 +566,20 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	appends := c.placed && keep == len(c.prev.Messages)
 	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model, KnownVersion: c.placedAt, HaveVersion: appends}, j)
+	kept := appends && res.Version == c.placedAt // Step left the placements out
 	var spans []codec.Span
 	var err error
-	if appends && res.Version == c.placedAt && c.repeats(req, pre) {
+	switch {
+	case kept && c.repeats(req, pre):
 		// The same placements, at the same bytes.
 		spans = c.prevSpans
-	} else {
-		ps := res.Placements
-		if appends && res.Version == c.placedAt {
-			ps = c.eng.Placements() // Step left them out
-		}
-		spans, err = req.Spans(c.edits(ps))
+	case kept:
+		spans, err = req.Spans(c.edits(c.eng.Placements()))
+	default:
+		spans, err = req.Spans(c.edits(res.Placements))
 	}
 	c.placed, c.placedAt = err == nil, res.Version
-	if err != nil {
-		c.setPrev(req, buf, nil)
-	} else {
-		c.setPrev(req, buf, spans)
-	}
+	c.setPrev(req, buf, spans) // nil on error: it went out unchanged
 	// Its body's buffer, and the engine's copy of its messages (about the
 	// body's size again, and as much in block texts).
 	size = 2 * int64(len(req.Body()))

@@ -27,19 +27,21 @@ func chatBody(n, size int) []byte {
 
 // BenchmarkDecodeAfter: decoding a request at 1,000 messages against the
 // previous one, which it extends by a turn: what the proxy does once a
-// body is in, before the engine's step.
+// body is in, before the engine's step. Outputs are of about 1 KB, or 9 KB
+// ("-9KB": a 5 MB body, BenchmarkProxyTTFB's).
 func BenchmarkDecodeAfter(b *testing.B) {
-	prevBody, body := chatBody(499, 1000), chatBody(500, 1000)
-	common := CommonLen(prevBody, body)
 	// in-place: the request extends the previous one's arrays, as the one
 	// request after it does; copy: the previous one was extended already
 	// (a retry, a second conversation of a scope), so its arrays are copied.
-	for _, inPlace := range []bool{true, false} {
-		name := "copy"
-		if inPlace {
-			name = "in-place"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		inPlace bool
+		size    int
+	}{{"in-place", true, 1000}, {"copy", false, 1000}, {"in-place-9KB", true, 9000}} {
+		prevBody, body := chatBody(499, c.size), chatBody(500, c.size)
+		common := CommonLen(prevBody, body)
+		inPlace := c.inPlace
+		b.Run(c.name, func(b *testing.B) {
 			prev, err := Decode(Chat, prevBody)
 			if err != nil {
 				b.Fatal(err)
@@ -85,20 +87,29 @@ func BenchmarkDecodeAfterClient(b *testing.B) {
 
 // BenchmarkDecodeAfterClaudeCode: as BenchmarkDecodeAfter/in-place, for
 // Claude Code's bodies, whose cache breakpoint moves off the previous
-// request's last item, which is decoded again.
+// request's last item, which is decoded again; outputs are short, or of
+// about 9 KB.
 func BenchmarkDecodeAfterClaudeCode(b *testing.B) {
-	prevBody, body := claudeLike(499, 499, ""), claudeLike(500, 500, "")
-	common := CommonLen(prevBody, body)
-	prev, err := Decode(Messages, prevBody)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		prev.extended.Store(false)
-		if _, err := DecodeAfterPrefix(Messages, body, prev, common); err != nil {
-			b.Fatal(err)
+	for _, size := range []int{0, 9000} {
+		name := "short"
+		if size > 0 {
+			name = "9KB"
 		}
+		b.Run(name, func(b *testing.B) {
+			prevBody, body := claudeSized(499, 499, "", size), claudeSized(500, 500, "", size)
+			common := CommonLen(prevBody, body)
+			prev, err := Decode(Messages, prevBody)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				prev.extended.Store(false)
+				if _, err := DecodeAfterPrefix(Messages, body, prev, common); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -624,7 +624,7 @@ func str(ms []rawjson.Member, key string) string {
 	return s
 }
 
-// textParts joins the text of a content value: a string, or an array of
+// textParts joins the text of a content value (valid JSON): a string, or an array of
 // parts whose text types are in textTypes. opaque is set when a part is of
 // another type or carries cache_control (replacing the value would drop it).
 func textParts(raw []byte, textTypes ...string) (text string, opaque bool) {
@@ -635,13 +635,13 @@ func textParts(raw []byte, textTypes ...string) (text string, opaque bool) {
 	if rawjson.IsNull(raw) {
 		return "", false
 	}
-	parts, err := rawjson.Array(raw)
+	parts, err := rawjson.ArrayOfValid(raw)
 	if err != nil {
 		return "", true
 	}
 	var b strings.Builder
 	for i, p := range parts {
-		pm, err := rawjson.Object(p)
+		pm, err := rawjson.ObjectOfValid(p)
 		if err != nil {
 			opaque = true
 			continue

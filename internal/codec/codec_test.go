@@ -653,11 +653,20 @@ func TestDecodeAfterRepeatsLargeMembers(t *testing.T) {
 // it: the newest tool result carries the cache breakpoint, after its
 // content, and the breakpoint moves on with the next turn. tag marks
 // turns after from, so that bodies can append different turns.
-func claudeLike(n, from int, tag string) []byte {
+func claudeLike(n, from int, tag string) []byte { return claudeSized(n, from, tag, 0) }
+
+// claudeSized is claudeLike with outputs of about size bytes: lines of
+// text, each escaped newline a stop for a JSON scanner, as real outputs.
+func claudeSized(n, from int, tag string, size int) []byte {
+	line := "INFO: step ok - compiled module.o (padding padding padding)\n"
+	pad := strings.Repeat(line, size/len(line))
 	var b strings.Builder
 	b.WriteString(`{"model":"claude-x","messages":[{"role":"user","content":"go"}`)
 	for k := 1; k <= n; k++ {
-		out := fmt.Sprint("out ", k)
+		out := fmt.Sprint("out ", k, "\n", pad)
+		if size == 0 {
+			out = fmt.Sprint("out ", k)
+		}
 		if k > from {
 			out += " " + tag
 		}

@@ -8,9 +8,14 @@ import (
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
+// Each decoder below is handed one conversation item that rawjson.ValueEnd
+// validated whole (Request.conversation), so it splits the item's parts
+// with the OfValid splitters, which do not validate them again and skip
+// a long string (a tool's output) many bytes at a time.
+
 // message decodes one Anthropic Messages message at body offset off.
 func (d *decoder) message(raw []byte, off int) {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		d.r.add(unknownMsg(raw), -1, -1)
 		return
@@ -30,7 +35,7 @@ func (d *decoder) message(raw []byte, off int) {
 			return
 		}
 		cm, ok := only(ms, "content")
-		blocks, starts, err := rawjson.ArraySpans(cm.Value)
+		blocks, starts, err := rawjson.ArraySpansOfValid(cm.Value)
 		if !ok || err != nil {
 			d.r.add(unknownMsg(raw), -1, -1)
 			return
@@ -38,7 +43,7 @@ func (d *decoder) message(raw []byte, off int) {
 		var rest []string
 		results := false
 		for j, b := range blocks {
-			bm, err := rawjson.Object(b)
+			bm, err := rawjson.ObjectOfValid(b)
 			if err != nil || str(bm, "type") != "tool_result" {
 				rest = append(rest, blockText(b, bm, err))
 				continue
@@ -80,12 +85,12 @@ func (d *decoder) assistant(ms []rawjson.Member, off int) {
 	if cm, ok := only(ms, "content"); ok && rawjson.IsString(cm.Value) {
 		s, _ := rawjson.Unquote(cm.Value)
 		parts = append(parts, textPart(s))
-	} else if blocks, starts, err := rawjson.ArraySpans(cm.Value); ok && err == nil {
+	} else if blocks, starts, err := rawjson.ArraySpansOfValid(cm.Value); ok && err == nil {
 		for j, b := range blocks {
 			part, foldable := d.anthropicPart(b)
 			parts = append(parts, part)
 			sp := [2]int{-1, -1}
-			bm, _ := rawjson.Object(b)
+			bm, _ := rawjson.ObjectOfValid(b)
 			switch typ := str(bm, "type"); {
 			case typ == "tool_use" && anchor == "":
 				anchor = str(bm, "id")
@@ -119,7 +124,7 @@ func (d *decoder) assistant(ms []rawjson.Member, off int) {
 // anthropicPart is one assistant content block as a Pi part; foldable says
 // a thinking block may be replaced whole.
 func (d *decoder) anthropicPart(b []byte) (part []byte, foldable bool) {
-	bm, err := rawjson.Object(b)
+	bm, err := rawjson.ObjectOfValid(b)
 	if err != nil {
 		return textPart(string(b)), false
 	}
@@ -190,7 +195,7 @@ func (d *decoder) toolResult(bm []rawjson.Member, off int, key, callID string, i
 
 // item decodes one Responses input item at body offset off.
 func (d *decoder) item(raw []byte, off int) {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		d.flush()
 		d.r.add(unknownMsg(raw), -1, -1)
@@ -253,7 +258,7 @@ func (d *decoder) flush() {
 
 // chat decodes one Chat Completions message at body offset off.
 func (d *decoder) chat(raw []byte, off int) {
-	ms, err := rawjson.Object(raw)
+	ms, err := rawjson.ObjectOfValid(raw)
 	if err != nil {
 		d.r.add(unknownMsg(raw), -1, -1)
 		return
@@ -274,13 +279,13 @@ func (d *decoder) chat(raw []byte, off int) {
 		if text, _ := textParts(content, "text", "refusal"); text != "" {
 			parts = append(parts, textPart(text))
 		}
-		if tcs, err := rawjson.Array(getRaw(ms, "tool_calls")); err == nil {
+		if tcs, err := rawjson.ArrayOfValid(getRaw(ms, "tool_calls")); err == nil {
 			for _, tc := range tcs {
-				tm, err := rawjson.Object(tc)
+				tm, err := rawjson.ObjectOfValid(tc)
 				if err != nil {
 					continue
 				}
-				fm, _ := rawjson.Object(getRaw(tm, "function"))
+				fm, _ := rawjson.ObjectOfValid(getRaw(tm, "function"))
 				id, name := str(tm, "id"), str(fm, "name")
 				d.names.set(id, name)
 				parts = append(parts, toolCallPart(id, name, argsValue(str(fm, "arguments"))))

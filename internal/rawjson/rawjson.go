@@ -503,27 +503,39 @@ func AppendObjectOfValid(dst []Member, b []byte) ([]Member, error) {
 
 // ArrayOfValid is Array for valid JSON.
 func ArrayOfValid(b []byte) ([][]byte, error) {
+	els, _, err := arrayOfValid(b, false)
+	return els, err
+}
+
+// ArraySpansOfValid is ArraySpans for valid JSON.
+func ArraySpansOfValid(b []byte) ([][]byte, []int, error) { return arrayOfValid(b, true) }
+
+func arrayOfValid(b []byte, spans bool) ([][]byte, []int, error) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
-		return nil, ErrNotArray
+		return nil, nil, ErrNotArray
 	}
 	var out [][]byte
+	var starts []int
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != ']' {
 		ve := valueEnd(b, i)
 		if ve < 0 {
-			return nil, errAt(i, "bad value")
+			return nil, nil, errAt(i, "bad value")
 		}
 		out = append(out, b[i:ve:ve])
+		if spans {
+			starts = append(starts, i)
+		}
 		i = skipSpace(b, ve)
 		if i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)
 		}
 	}
 	if i >= len(b) {
-		return nil, errAt(i, "unterminated array")
+		return nil, nil, errAt(i, "unterminated array")
 	}
-	return out, nil
+	return out, starts, nil
 }
 
 // stringEnd returns the offset just past the string literal at b[i], or -1.

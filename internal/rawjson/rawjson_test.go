@@ -215,7 +215,7 @@ func TestPlainRunMatchesByteLoop(t *testing.T) {
 }
 
 // FuzzOfValid: on valid JSON the OfValid splitters return exactly what
-// Object and Array return; on anything else they do not panic.
+// Object, Array and ArraySpans return; on anything else they do not panic.
 func FuzzOfValid(f *testing.F) {
 	for _, s := range []string{`{"a":[1,{"b":"x\"}"}],"c":"\\"}`, `[1e5,-0.1,true,null,"]",{"k":[]}]`, ` { "role" : "user" , "content" : [ { "type":"text","text":"a\\\\\"b" } ] } `, `{}`, `[]`, `"s"`, `{"a":1`, `[}l`} {
 		f.Add([]byte(s))
@@ -225,6 +225,8 @@ func FuzzOfValid(f *testing.F) {
 		mv, ev := ObjectOfValid(b)
 		ao, ea := Array(b)
 		av, eav := ArrayOfValid(b)
+		as, ss, eas := ArraySpans(b)
+		avs, svs, eavs := ArraySpansOfValid(b)
 		if !Valid(b) {
 			return
 		}
@@ -233,6 +235,9 @@ func FuzzOfValid(f *testing.F) {
 		}
 		if (ea == nil) != (eav == nil) || ea == nil && !reflect.DeepEqual(ao, av) {
 			t.Fatalf("ArrayOfValid(%q) = %q, %v; Array: %q, %v", b, av, eav, ao, ea)
+		}
+		if (eas == nil) != (eavs == nil) || eas == nil && (!reflect.DeepEqual(as, avs) || !reflect.DeepEqual(ss, svs)) {
+			t.Fatalf("ArraySpansOfValid(%q) = %q, %v, %v; ArraySpans: %q, %v, %v", b, avs, svs, eavs, as, ss, eas)
 		}
 	})
 }

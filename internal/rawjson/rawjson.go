@@ -16,7 +16,6 @@ package rawjson
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -187,9 +186,9 @@ const (
 
 // plainRun returns the first index at or after i whose byte is special (or,
 // with ascii, not ASCII), or len(b). Eight bytes are checked at a time.
-func plainRun(b []byte, i int, ascii bool) int {
+func plainRun[T string | []byte](b T, i int, ascii bool) int {
 	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
+		w := load64(b, i)
 		q := w ^ ('"' * lo8)
 		s := w ^ ('\\' * lo8)
 		// A byte is zero in q or s, or below 0x20 in w, exactly where
@@ -213,6 +212,14 @@ func plainRun(b []byte, i int, ascii bool) int {
 		i++
 	}
 	return i
+}
+
+// load64 is b[i:i+8] as a little-endian word (one load, for string and
+// []byte alike: binary.LittleEndian takes only the latter).
+func load64[T string | []byte](b T, i int) uint64 {
+	_ = b[i+7]
+	return uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
+		uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
 }
 
 func scanString(b []byte, i int) (int, error) {
@@ -791,11 +798,10 @@ func Quote(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
+		if i = plainRun(s, i, true); i == len(s) {
+			break
 		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			dst = append(dst, s[start:i]...)
 			switch c {

@@ -34,6 +34,68 @@ func TestQuoteMatchesJSONStringify(t *testing.T) {
 	}
 }
 
+// quoteRef is Quote written plainly, a byte or a rune at a time.
+func quoteRef(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"':
+				b.WriteString(`\"`)
+			case '\\':
+				b.WriteString(`\\`)
+			case '\b':
+				b.WriteString(`\b`)
+			case '\f':
+				b.WriteString(`\f`)
+			case '\n':
+				b.WriteString(`\n`)
+			case '\r':
+				b.WriteString(`\r`)
+			case '\t':
+				b.WriteString(`\t`)
+			default:
+				if c < 0x20 {
+					fmt.Fprintf(&b, `\u%04x`, c)
+				} else {
+					b.WriteByte(c)
+				}
+			}
+			i++
+			continue
+		}
+		if u, ok := IsSurrogateAt(s, i); ok {
+			fmt.Fprintf(&b, `\u%04x`, u)
+			i += 3
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// FuzzQuote: Quote, which skips plain ASCII eight bytes at a time, writes
+// what quoteRef does.
+func FuzzQuote(f *testing.F) {
+	for _, tt := range []string{"plain", "a\"b\\c\n", "\x01é😀\xed\xa0\x80a\xffb", strings.Repeat("INFO: ok\n", 9)} {
+		f.Add(tt)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := QuoteString(s), quoteRef(s); got != want {
+			t.Fatalf("Quote(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
 func TestUnquote(t *testing.T) {
 	tests := []struct {
 		in, want string
@@ -208,6 +270,9 @@ func TestPlainRunMatchesByteLoop(t *testing.T) {
 				}
 				if got := plainRun(b, i, ascii); got != want {
 					t.Fatalf("plainRun(%q, %d, %v) = %d, want %d", b, i, ascii, got, want)
+				}
+				if got := plainRun(string(b), i, ascii); got != want {
+					t.Fatalf("plainRun(string %q, %d, %v) = %d, want %d", b, i, ascii, got, want)
 				}
 			}
 		}

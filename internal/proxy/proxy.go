@@ -71,7 +71,8 @@ type Config struct {
 	MaxBody int64
 	// Log receives one debug line per request and one warning per failure.
 	Log *slog.Logger
-	// Transport reaches the upstreams (nil: a clone of http.DefaultTransport).
+	// Transport reaches the upstreams (nil: a clone of http.DefaultTransport
+	// that asks for no compression the client did not ask for).
 	Transport http.RoundTripper
 	// Folder folds the requests of the routes it knows (nil: none fold).
 	Folder *Folder
@@ -135,7 +136,12 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Go's transport would add "Accept-Encoding: gzip" to a request
+		// without one and decompress the answer itself: headers go upstream
+		// as the client sent them, and the answer comes back as sent.
+		t.DisableCompression = true
+		cfg.Transport = t
 	}
 	p := &Proxy{cfg: cfg}
 	p.rp = &httputil.ReverseProxy{

@@ -117,12 +117,15 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 }
 
 // TestForwardsUnchanged: each request reaches its API's upstream with its
-// method, path, query, body and headers as the client sent them, and the
-// upstream's answer comes back as it was sent.
+// method, path, query, body and headers as the client sent them (no
+// Accept-Encoding the client did not send), and the upstream's answer
+// comes back as it was sent.
 func TestForwardsUnchanged(t *testing.T) {
 	ant := newUpstream(t, "anthropic", nil)
 	oai := newUpstream(t, "openai", nil)
 	s, _ := front(t, ant, oai, nil)
+	// A client that sends only the headers set here.
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	body := `{"model":"m","messages":[{"role":"user","content":"hi é \u00e9"}],"stream":true}` + "\n"
 	cases := []struct {
 		method, target string
@@ -135,6 +138,7 @@ func TestForwardsUnchanged(t *testing.T) {
 		{"HEAD", "/api/hello", map[string]string{"anthropic-version": "2023-06-01"}, ant},
 		{"POST", "/v1/responses", map[string]string{"authorization": "Bearer sk-1", "session-id": "t1"}, oai},
 		{"POST", "/v1/chat/completions", map[string]string{"authorization": "Bearer sk-2", "x-session-id": "ses_1"}, oai},
+		{"POST", "/v1/chat/completions", map[string]string{"accept-encoding": "gzip, br"}, oai},
 		{"GET", "/v1/models", nil, oai},
 		{"DELETE", "/v1/responses/resp_1", nil, oai},
 		{"POST", "/v1/chat/completions?x=1&y=%2F", nil, oai},
@@ -151,7 +155,7 @@ func TestForwardsUnchanged(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 			req.Header.Set("User-Agent", "client/1.0")
-			res, err := http.DefaultClient.Do(req)
+			res, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,6 +183,9 @@ func TestForwardsUnchanged(t *testing.T) {
 			}
 			if r.header.Get("User-Agent") != "client/1.0" {
 				t.Errorf("User-Agent %q", r.header.Get("User-Agent"))
+			}
+			if _, sent := c.header["accept-encoding"]; !sent && r.header.Get("Accept-Encoding") != "" {
+				t.Errorf("proxy added Accept-Encoding: %q", r.header.Get("Accept-Encoding"))
 			}
 			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "Forwarded"} {
 				if v := r.header.Get(k); v != "" {
@@ -480,3 +487,4 @@ func TestCheckUpstream(t *testing.T) {
 		}
 	}
 }
+

@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/contextfold/contextfold/internal/codec"
@@ -168,12 +169,26 @@ func New(cfg Config) (*Proxy, error) {
 		// Every chunk goes to the client as soon as it is read: a stream
 		// is never held back.
 		FlushInterval:  -1,
+		BufferPool:     &copyBuffers{},
 		ModifyResponse: p.logged,
 		ErrorHandler:   p.failed,
 		ErrorLog:       slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
 	return p, nil
 }
+
+// copyBuffers lends ReverseProxy the buffer it copies an answer through,
+// which it would otherwise allocate (32 KB) for every response.
+type copyBuffers struct{ pool sync.Pool }
+
+func (c *copyBuffers) Get() []byte {
+	if b, ok := c.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }
 
 // CheckUpstream reports whether u can be an upstream: an http or https
 // origin with an optional path, and nothing else.

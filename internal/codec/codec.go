@@ -354,12 +354,15 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 		if err != nil {
 			return 0, err
 		}
-		switch r.API {
-		case Messages:
+		switch j := len(r.ends); {
+		case r.API == Messages && prev != nil && j > 0 && j == len(prev.ends)-1 && breakpointLeft(prev, j, body, i, end):
+			r.repeat(prev, j)
+			d.noteAfterResults = prev.noteAfter[j]
+		case r.API == Messages:
 			d.message(body[i:end], i)
-		case Responses:
+		case r.API == Responses:
 			d.item(body[i:end], i)
-		case Chat:
+		case r.API == Chat:
 			d.chat(body[i:end], i)
 		}
 		r.ends = append(r.ends, end)
@@ -383,6 +386,82 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	r.Messages = r.Messages[:len(r.Messages):len(r.Messages)]
 	return i + 1, nil
 }
+
+// breakpointLeft reports whether body[s:e], item k of this body's
+// conversation, is prev's item k with only its cache breakpoint taken off:
+// Claude Code moves its last breakpoint to the newest block every request,
+// so the previous request's last item comes back without it. Such an item
+// decodes to prev's messages, so it need not be decoded again (a long tool
+// output is most of a request's decoding): it is a user message, the
+// breakpoint was the last member of one of its tool result blocks (the
+// decoder never reads a tool result's cache_control), and all that the
+// item's messages place in the body lies before it.
+func breakpointLeft(prev *Request, k int, body []byte, s, e int) bool {
+	const key = `,"cache_control":`
+	if prev.API != Messages || k == 0 || k >= len(prev.ends) || prev.open[k] {
+		return false
+	}
+	if i := skip(prev.body, prev.ends[k-1]); i >= len(prev.body) || prev.body[i] != ',' || skip(prev.body, i+1) != s {
+		return false // prev's item k does not start where this one does
+	}
+	p, n := prev.body[s:prev.ends[k]], body[s:e]
+	d := len(p) - len(n)
+	if d <= len(key) {
+		return false
+	}
+	c := CommonLen(p, n)
+	if !bytes.HasPrefix(p[c:], []byte(key)) || !bytes.Equal(p[c+d:], n[c:]) {
+		return false
+	}
+	for m := prev.msgs[k-1]; m < prev.msgs[k]; m++ {
+		if prev.spans[m][1] > s+c {
+			return false
+		}
+		for _, sp := range prev.parts[m] {
+			if sp[1] > s+c {
+				return false
+			}
+		}
+	}
+	ms, err := rawjson.ObjectOfValid(p)
+	if err != nil || str(ms, "role") != "user" {
+		return false
+	}
+	cm, ok := only(ms, "content")
+	if !ok {
+		return false
+	}
+	blocks, starts, err := rawjson.ArraySpansOfValid(cm.Value)
+	if err != nil {
+		return false
+	}
+	for j, b := range blocks {
+		bs := cm.Start + starts[j]
+		if c < bs || c >= bs+len(b) {
+			continue
+		}
+		bm, err := rawjson.ObjectOfValid(b)
+		if err != nil || len(bm) == 0 || str(bm, "type") != "tool_result" {
+			return false
+		}
+		last := bm[len(bm)-1]
+		return last.Key == "cache_control" && bs+last.Start == c+len(key) && bs+last.End == c+d
+	}
+	return false
+}
+
+// repeat adds the messages prev's item k made, as breakpointLeft found
+// this request's item k would make them again.
+func (r *Request) repeat(prev *Request, k int) {
+	for m := prev.msgs[k-1]; m < prev.msgs[k]; m++ {
+		r.addParts(prev.Messages[m], prev.spans[m][0], prev.spans[m][1], prev.parts[m])
+	}
+	breakpointsLeft.Add(1)
+}
+
+// breakpointsLeft counts the items breakpointLeft spared decoding, for
+// tests.
+var breakpointsLeft atomic.Int64
 
 // reusable returns how many leading conversation items of prev body's
 // shares byte for byte, and at the same offset: those decode the same,

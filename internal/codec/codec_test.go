@@ -414,6 +414,8 @@ func FuzzDecodeAfter(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]}`),
 		[]byte(`{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"c","name":"x","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}]}`))
 	f.Add(uint8(2), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"a"}]}`), []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"ab"}]}`))
+	f.Add(uint8(0), claudeLike(2, 2, ""), claudeLike(3, 3, "")) // the breakpoint moves on
+	f.Add(uint8(0), claudeSized(2, 2, "", 200), claudeSized(3, 2, "x", 200))
 	f.Fuzz(func(t *testing.T, which uint8, first, second []byte) {
 		api := []API{Messages, Responses, Chat}[which%3]
 		prev, err := Decode(api, first)
@@ -773,4 +775,66 @@ func TestDecodeAfterRedecodesInPlace(t *testing.T) {
 		alone, _ := Decode(Messages, claudeLike(10, 10, ""))
 		sameDecoding(t, alone, base)
 	})
+}
+
+// TestBreakpointLeft: the previous request's last item, back without the
+// cache breakpoint Claude Code moved off it, is not decoded again when that
+// cannot change what it decodes to, and is in every other case; either
+// way each request decodes as it does alone, and so does the one after it.
+func TestBreakpointLeft(t *testing.T) {
+	const (
+		cc  = `,"cache_control":{"type":"ephemeral"}`
+		out = `"line one\nline two"`
+	)
+	result := func(id, members string) string {
+		return `{"tool_use_id":"` + id + `","type":"tool_result","content":` + out + members + `}`
+	}
+	user := func(blocks ...string) string {
+		return `{"role":"user","content":[` + strings.Join(blocks, ",") + `]}`
+	}
+	call := func(ids ...string) string {
+		var parts []string
+		for _, id := range ids {
+			parts = append(parts, `{"type":"tool_use","id":"`+id+`","name":"Bash","input":{"command":"make"}}`)
+		}
+		return `{"role":"assistant","content":[` + strings.Join(parts, ",") + `]}`
+	}
+	body := func(items ...string) []byte {
+		return []byte(`{"model":"claude-x","messages":[{"role":"user","content":"go"},` + strings.Join(items, ",") + `],"stream":true}`)
+	}
+	text := `{"type":"text","text":"note"`
+	for _, tc := range []struct {
+		name       string
+		calls      []string
+		prev, next string // the item before and after the breakpoint moved
+		left       bool   // decoding it again is spared
+	}{
+		{"Claude Code's order", []string{"t1"}, user(result("t1", `,"is_error":false`+cc)), user(result("t1", `,"is_error":false`)), true},
+		{"with a ttl", []string{"t1"}, user(result("t1", `,"cache_control":{"type":"ephemeral","ttl":"1h"}`)), user(result("t1", "")), true},
+		{"on the last of two results", []string{"t1", "t2"}, user(result("t1", ""), result("t2", cc)), user(result("t1", ""), result("t2", "")), true},
+		{"on the first of two results", []string{"t1", "t2"}, user(result("t1", cc), result("t2", "")), user(result("t1", ""), result("t2", "")), false},
+		{"before the output", []string{"t1"}, user(`{"tool_use_id":"t1","type":"tool_result"` + cc + `,"content":` + out + `}`), user(result("t1", "")), false},
+		{"on a text block after the results", []string{"t1"}, user(result("t1", ""), text+cc+`}`), user(result("t1", ""), text+`}`), false},
+		{"inside the output", []string{"t1"}, user(`{"tool_use_id":"t1","type":"tool_result","content":[{"type":"text","text":"a"` + cc + `}]}`), user(`{"tool_use_id":"t1","type":"tool_result","content":[{"type":"text","text":"a"}]}`), false},
+		{"another member taken off", []string{"t1"}, user(result("t1", `,"is_error":false`)), user(result("t1", "")), false},
+		{"with spaces", []string{"t1"}, user(result("t1", `, "cache_control": {"type": "ephemeral"}`)), user(result("t1", "")), false},
+		{"the output changed too", []string{"t1"}, user(result("t1", cc)), user(`{"tool_use_id":"t1","type":"tool_result","content":"line one"}`), false},
+		{"an error result", []string{"t1"}, user(result("t1", `,"is_error":true`+cc)), user(result("t1", `,"is_error":true`)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			turn := call(tc.calls...)
+			prev, err := Decode(Messages, body(turn, tc.prev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := breakpointsLeft.Load()
+			next := decodesAsAlone(t, Messages, body(turn, tc.next, call("t9"), user(result("t9", cc))), prev)
+			if left := breakpointsLeft.Load() > before; left != tc.left {
+				t.Errorf("decoding the item again spared: %v, want %v", left, tc.left)
+			}
+			// What the next request is decoded against holds the item's
+			// end and messages right.
+			decodesAsAlone(t, Messages, body(turn, tc.next, call("t9"), user(result("t9", "")), call("t10"), user(result("t10", cc))), next)
+		})
+	}
 }

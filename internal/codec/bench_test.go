@@ -87,8 +87,8 @@ func BenchmarkDecodeAfterClient(b *testing.B) {
 
 // BenchmarkDecodeAfterClaudeCode: as BenchmarkDecodeAfter/in-place, for
 // Claude Code's bodies, whose cache breakpoint moves off the previous
-// request's last item, which is decoded again; outputs are short, or of
-// about 9 KB.
+// request's last item (breakpointLeft finds it need not be decoded again);
+// outputs are short, or of about 9 KB.
 func BenchmarkDecodeAfterClaudeCode(b *testing.B) {
 	for _, size := range []int{0, 9000} {
 		name := "short"

@@ -98,6 +98,9 @@ type Request struct {
 	// noteAfter[k] is the decoder's noteAfterResults after item k.
 	noteAfter []bool
 	names     *callNames
+	// named is one more than the index of the last item that named a tool
+	// call (0: none).
+	named int
 	// large are the values of its members (not the conversation) of
 	// largeValue bytes or more that are objects, arrays or strings.
 	large []largeMember
@@ -304,16 +307,18 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 	}
 	d := decoder{r: r, names: &callNames{}}
 	i := vs + 1
-	if k := r.reusable(body, vs, prev, r.built); k > 0 {
+	k := r.reusable(body, vs, prev, r.built)
+	if k > 0 {
 		n := prev.msgs[k-1]
 		if prev.extended.CompareAndSwap(false, true) {
 			// This request appends to prev's arrays in place. Only the one
 			// request that set extended writes past prev's end, and no
 			// request reads its arrays past its own end. The messages of
-			// prev's items it decodes again (Claude Code moves its cache
-			// breakpoint off the last one every request) are taken as they
-			// are where they decode the same (addParts); at the first that
-			// does not, the arrays become this request's own.
+			// prev's items it decodes again, or repeats (Claude Code moves
+			// its cache breakpoint off the last one every request: see
+			// breakpointLeft), are taken as they are where they are the
+			// same (addParts); at the first that is not, the arrays become
+			// this request's own.
 			r.Messages, r.spans, r.parts = prev.room[:n], prev.spans[:n], prev.parts[:n]
 			r.shadow = len(prev.room)
 			if k == len(prev.ends) {
@@ -333,6 +338,7 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 			r.noteAfter = append(make([]bool, 0, k+8), prev.noteAfter[:k]...)
 		}
 		d.names = prev.names.over()
+		r.named = prev.named
 		d.noteAfterResults = prev.noteAfter[k-1]
 		i = r.ends[k-1]
 	}
@@ -355,7 +361,9 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 			return 0, err
 		}
 		switch j := len(r.ends); {
-		case r.API == Messages && prev != nil && j > 0 && j == len(prev.ends)-1 && breakpointLeft(prev, j, body, i, end):
+		case r.API == Messages && k > 0 && j == k && j == len(prev.ends)-1 && breakpointLeft(prev, j, body, i, end):
+			// Only the item right after those reused: one decoded after it
+			// may depend on items decoded again (the tool names they give).
 			r.repeat(prev, j)
 			d.noteAfterResults = prev.noteAfter[j]
 		case r.API == Messages:
@@ -364,6 +372,9 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 			d.item(body[i:end], i)
 		case r.API == Chat:
 			d.chat(body[i:end], i)
+		}
+		if d.named {
+			r.named, d.named = len(r.ends)+1, false
 		}
 		r.ends = append(r.ends, end)
 		r.msgs = append(r.msgs, len(r.Messages))
@@ -390,12 +401,14 @@ func (r *Request) conversation(body []byte, vs int, prev *Request) (int, error) 
 // breakpointLeft reports whether body[s:e], item k of this body's
 // conversation, is prev's item k with only its cache breakpoint taken off:
 // Claude Code moves its last breakpoint to the newest block every request,
-// so the previous request's last item comes back without it. Such an item
-// decodes to prev's messages, so it need not be decoded again (a long tool
-// output is most of a request's decoding): it is a user message, the
-// breakpoint was the last member of one of its tool result blocks (the
-// decoder never reads a tool result's cache_control), and all that the
-// item's messages place in the body lies before it.
+// so the previous request's last item comes back without it. Called for
+// the item right after the k items reused from prev (so it is decoded
+// after the same items), such an item decodes to prev's messages and need
+// not be decoded again (a long tool output is most of a request's
+// decoding): it is a user message, the breakpoint was the last member of
+// one of its tool result blocks (the decoder never reads a tool result's
+// cache_control), and all that the item's messages place in the body lies
+// before it.
 func breakpointLeft(prev *Request, k int, body []byte, s, e int) bool {
 	const key = `,"cache_control":`
 	if prev.API != Messages || k == 0 || k >= len(prev.ends) || prev.open[k] {
@@ -477,6 +490,11 @@ func (r *Request) reusable(body []byte, vs int, prev *Request, model string) int
 	k := sort.SearchInts(prev.ends, p+1) // items ending at or before p
 	for k > 0 && prev.open[k-1] {
 		k--
+	}
+	if prev.named > k {
+		// An item decoded again named a call: prev's tool names include
+		// it, and a result after it may cite the call under its old name.
+		return 0
 	}
 	return k
 }
@@ -672,12 +690,20 @@ type decoder struct {
 	names *callNames
 	// parts is the pending assistant message of Responses items.
 	parts [][]byte
+	// named says the item being decoded named a tool call (setName).
+	named bool
 	// noteAfterResults says the last message was a user message carrying
 	// tool results (Messages): text sent after it, in it or in a user
 	// message of its own, is a note within the tool-use cycle, not a new
 	// user turn (the provider still takes the assistant message before
 	// the results as the one being answered).
 	noteAfterResults bool
+}
+
+// setName notes that call id is to tool name.
+func (d *decoder) setName(id, name string) {
+	d.names.set(id, name)
+	d.named = true
 }
 
 // only returns the member key when it occurs exactly once: with duplicates,

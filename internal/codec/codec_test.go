@@ -838,3 +838,52 @@ func TestBreakpointLeft(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeAfterRedecodedNames: the tool names a request knows are those
+// of its own calls. When an item of the previous request that named a call
+// is decoded again because it changed, a result that cites the old call
+// does not keep the old name (the previous request's last item reused for a
+// moved breakpoint included), in every format.
+func TestDecodeAfterRedecodedNames(t *testing.T) {
+	messages := func(id, name, cc string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"` + name + `","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out"` + cc + `}]}],"tools":[{"name":"x"}]}`)
+	}
+	chat := func(id string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":"","tool_calls":[{"id":"` + id + `","type":"function","function":{"name":"bash","arguments":"{}"}}]},` +
+			`{"role":"tool","tool_call_id":"t1","content":"out"}],"tools":[{"type":"function"}]}`)
+	}
+	responses := func(id string) []byte {
+		return []byte(`{"model":"m","input":[{"type":"message","role":"user","content":"go"},` +
+			`{"type":"function_call","call_id":"` + id + `","name":"exec","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"t1","output":"out"}],"tools":[{"type":"function"}]}`)
+	}
+	// As messages("t1", "Bash", breakpoint), but with a text of the same
+	// length in place of the call.
+	named := messages("t1", "Bash", `,"cache_control":{"type":"ephemeral"}`)
+	call := []byte(`{"type":"tool_use","id":"t1","name":"Bash","input":{}}`)
+	text := []byte(`{"type":"text","text":""}`)
+	text = append(text[:len(text)-2], append(bytes.Repeat([]byte("x"), len(call)-len(text)), text[len(text)-2:]...)...)
+	unnamed := bytes.Replace(named, call, text, 1)
+	for _, tc := range []struct {
+		name       string
+		api        API
+		prev, next []byte
+	}{
+		{"Messages: the call's id changed", Messages, messages("t1", "Bash", ""), messages("t2", "Bash", "")},
+		{"Messages: the call's name changed, the breakpoint moved", Messages, messages("t1", "Bash", `,"cache_control":{"type":"ephemeral"}`), messages("t1", "Grep", "")},
+		{"Messages: a call named where there was none, the breakpoint moved", Messages, unnamed, messages("t1", "Bash", "")},
+		{"Chat Completions: the call's id changed", Chat, chat("t1"), chat("t2")},
+		{"Responses: the call's id changed", Responses, responses("t1"), responses("t2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev, err := Decode(tc.api, tc.prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decodesAsAlone(t, tc.api, tc.next, prev)
+		})
+	}
+}

@@ -139,7 +139,7 @@ func (d *decoder) anthropicPart(b []byte) (part []byte, foldable bool) {
 		return redactedThinkingPart(), false
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		id, name := str(bm, "id"), str(bm, "name")
-		d.names.set(id, name)
+		d.setName(id, name)
 		args, ok := rawjson.Get(bm, "input")
 		if !ok {
 			args = []byte("{}")
@@ -227,11 +227,11 @@ func (d *decoder) item(raw []byte, off int) {
 		d.parts = append(d.parts, opaqueThinkingPart(text, str(ms, "encrypted_content") != ""))
 	case "function_call":
 		id, name := str(ms, "call_id"), str(ms, "name")
-		d.names.set(id, name)
+		d.setName(id, name)
 		d.parts = append(d.parts, toolCallPart(id, name, argsValue(str(ms, "arguments"))))
 	case "custom_tool_call":
 		id, name := str(ms, "call_id"), str(ms, "name")
-		d.names.set(id, name)
+		d.setName(id, name)
 		d.parts = append(d.parts, toolCallPart(id, name, rawjson.Quote(nil, str(ms, "input"))))
 	case "function_call_output", "custom_tool_call_output":
 		d.flush()
@@ -287,7 +287,7 @@ func (d *decoder) chat(raw []byte, off int) {
 				}
 				fm, _ := rawjson.ObjectOfValid(getRaw(tm, "function"))
 				id, name := str(tm, "id"), str(fm, "name")
-				d.names.set(id, name)
+				d.setName(id, name)
 				parts = append(parts, toolCallPart(id, name, argsValue(str(fm, "arguments"))))
 			}
 		}

@@ -185,13 +185,20 @@ func (p foldIDs) Conduct(*policy.View) policy.Decision {
 	return policy.Decision{Fold: p, Trigger: policy.Economic}
 }
 
-func TestSupersededFoldsInTheTail(t *testing.T) {
-	file := output("src", 200)
-	s := newSession().user("go")
+// readThenList is a session that reads src/x.ts (c1) and then runs ls
+// (c2), both outputs file, synced into a new engine.
+func readThenList() (file string, s *session, e *Engine) {
+	file = output("src", 200)
+	s = newSession().user("go")
 	s.calls(tcall{"c1", "read", readArgs("src/x.ts", "")}).res("c1", "read", file, false)
 	s.calls(tcall{"c2", "bash", bashArgs("ls")}).res("c2", "bash", file, false)
-	e := New(Config{})
+	e = New(Config{})
 	e.Sync(0, s.msgs)
+	return file, s, e
+}
+
+func TestSupersededFoldsInTheTail(t *testing.T) {
+	file, s, e := readThenList()
 	// The digest computed before the read is superseded says so no more
 	// once it is: Prepare must not freeze a stale text.
 	e.Prepare(100)
@@ -222,12 +229,7 @@ func TestSupersededFoldsInTheTail(t *testing.T) {
 // the mark Prepare and Step's prefetch start from, so the block is offered
 // again; every block before the mark has its digest or cannot fold.
 func TestSupersedeReopensPrepare(t *testing.T) {
-	file := output("src", 200)
-	s := newSession().user("go")
-	s.calls(tcall{"c1", "read", readArgs("src/x.ts", "")}).res("c1", "read", file, false)
-	s.calls(tcall{"c2", "bash", bashArgs("ls")}).res("c2", "bash", file, false)
-	e := New(Config{})
-	e.Sync(0, s.msgs)
+	file, s, e := readThenList()
 	for e.Prepare(100) {
 	}
 	check := func(when string) {

@@ -260,6 +260,11 @@ func (e *Env) Environ() []string {
 		"PI_OFFLINE":            "1",
 		"PI_SKIP_VERSION_CHECK": "1",
 		"PI_TELEMETRY":          "0",
+		// Pi turns on Node's compile cache, which Node writes into TMPDIR
+		// as it exits: a Pi still exiting when a test ends (the TUI tests
+		// kill its terminal) made the sandbox's removal fail with
+		// "directory not empty". Every sandbox is new, so it is never read.
+		"NODE_DISABLE_COMPILE_CACHE": "1",
 	}
 	maps.Copy(env, e.Config.Env)
 	out := make([]string, 0, len(env))

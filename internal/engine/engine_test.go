@@ -676,3 +676,48 @@ func TestPrepareDigestsAheadWithoutChangingDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleCountsFollowSync: the role counts buildView reads match a walk
+// over the transcript after every append and every cut, including a cut
+// past the newest user message and one back to nothing.
+func TestRoleCountsFollowSync(t *testing.T) {
+	s := newSession().user("go")
+	for i := range 6 {
+		id := fmt.Sprintf("c%d", i)
+		s.call("", id).result(id, "ok", false)
+		if i%2 == 1 {
+			s.user(fmt.Sprintf("more %d", i))
+		}
+	}
+	s.text("done")
+	msgs := s.msgs
+	e := New(Config{})
+	held := 0
+	for _, step := range []struct{ keep, upTo int }{
+		{0, 3}, {3, 5}, {5, 9}, {9, len(msgs)},
+		{7, 8}, // cut the newest user message off, then one message back
+		{2, 4}, // a cut to before the first tool result
+		{0, 1}, // back to the first user message alone
+		{0, 0}, // nothing
+		{0, len(msgs)},
+		{len(msgs) - 1, len(msgs)},
+	} {
+		if step.keep > held {
+			t.Fatalf("bad table: keep %d > held %d", step.keep, held)
+		}
+		e.Sync(step.keep, msgs[step.keep:step.upTo])
+		held = step.upTo
+		want := roleCounts{lastUser: -1}
+		for i := range e.tr.Len() {
+			switch e.tr.Message(i).Role {
+			case "assistant":
+				want.assistants++
+			case "user":
+				want.lastUser = i
+			}
+		}
+		if e.tr.Len() != held || e.roles != want {
+			t.Fatalf("after Sync(%d, %d messages): %d messages, roles %+v, want %+v", step.keep, step.upTo-step.keep, e.tr.Len(), e.roles, want)
+		}
+	}
+}

@@ -116,6 +116,24 @@ type Request struct {
 	common int
 }
 
+// SameMessages returns how many leading messages r has byte for byte the
+// same as prev's. When r's decoding extended prev's arrays in place, or
+// both extend the same request's, that is all they have in common, known
+// without reading them: a position of such arrays is written once, and a
+// request that differs from them below their end copies them first
+// (addParts, own).
+func (r *Request) SameMessages(prev *Request) int {
+	n := min(len(r.Messages), len(prev.Messages))
+	if n > 0 && &r.Messages[0] == &prev.Messages[0] {
+		return n
+	}
+	k := 0
+	for k < n && bytes.Equal(r.Messages[k], prev.Messages[k]) {
+		k++
+	}
+	return k
+}
+
 // ErrNotConversation reports a body without the conversation array its API
 // requires; the proxy forwards such a request unchanged.
 var ErrNotConversation = errors.New("codec: body has no conversation")
@@ -861,7 +879,10 @@ func toolResultMsg(callID, name, text string, isError, opaque bool) []byte {
 	if name == "" {
 		name = "tool"
 	}
-	b := rawjson.Quote([]byte(`{"role":"toolResult","toolCallId":`), callID)
+	// Room for the text quoted and a few escapes: growing the message while
+	// quoting a long output allocates and clears it several times over.
+	b := make([]byte, 0, 96+len(callID)+len(name)+len(text)+len(text)/16)
+	b = rawjson.Quote(append(b, `{"role":"toolResult","toolCallId":`...), callID)
 	b = rawjson.Quote(append(b, `,"toolName":`...), name)
 	b = rawjson.Quote(append(b, `,"content":[{"type":"text","text":`...), text)
 	b = append(b, '}')

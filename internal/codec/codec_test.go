@@ -431,6 +431,29 @@ func FuzzDecodeAfter(f *testing.F) {
 			t.Fatalf("decodes alone but not after: %v", err)
 		}
 		sameDecoding(t, alone, after)
+		if prev == nil {
+			return
+		}
+		// The request after prev shares its arrays, a second one after prev
+		// copies them, and one after the first extends the chain.
+		sibling, err := DecodeAfter(api, second, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := DecodeAfter(api, first, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pair := range [][2]*Request{{after, prev}, {sibling, prev}, {sibling, after}, {next, after}, {next, prev}, {prev, next}} {
+			r, p := pair[0], pair[1]
+			want := 0
+			for want < min(len(r.Messages), len(p.Messages)) && bytes.Equal(r.Messages[want], p.Messages[want]) {
+				want++
+			}
+			if got := r.SameMessages(p); got != want {
+				t.Fatalf("SameMessages = %d, want %d", got, want)
+			}
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -239,5 +240,31 @@ func TestEditKeepsTheSharedPrefix(t *testing.T) {
 	}
 	if folded == 0 {
 		t.Fatal("nothing in the kept prefix was folded: the test shows nothing")
+	}
+}
+
+// TestScopeOf: a request's scope is the first of the clients' session
+// headers it carries with a value, named as the client sends it.
+func TestScopeOf(t *testing.T) {
+	for _, tc := range []struct {
+		headers [][2]string
+		want    string
+	}{
+		{nil, ""},
+		{[][2]string{{"X-Claude-Code-Session-Id", "a"}}, "x-claude-code-session-id:a"},
+		{[][2]string{{"session-id", "b"}}, "session-id:b"},
+		{[][2]string{{"x-session-id", "ses_1"}}, "x-session-id:ses_1"},
+		{[][2]string{{"x-session-id", "c"}, {"session-id", "d"}}, "session-id:d"},
+		{[][2]string{{"x-claude-code-session-id", ""}, {"x-session-id", "e"}}, "x-session-id:e"},
+		{[][2]string{{"session-id", "f"}, {"session-id", "g"}}, "session-id:f"},
+		{[][2]string{{"x-session", "h"}}, ""},
+	} {
+		r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
+		for _, h := range tc.headers {
+			r.Header.Add(h[0], h[1])
+		}
+		if got := scopeOf(r); got != tc.want {
+			t.Errorf("%v: scope %q, want %q", tc.headers, got, tc.want)
+		}
 	}
 }

@@ -190,13 +190,23 @@ func (j journal) Unfold(ids []string) error {
 // Claude Code's, Codex's and opencode's session header, else Codex's
 // prompt_cache_key (read from the body, when decoded); "" for none.
 func scopeOf(r *http.Request) string {
-	for _, h := range []string{"x-claude-code-session-id", "session-id", "x-session-id"} {
-		if v := r.Header.Get(h); v != "" {
-			return h + ":" + v
+	for _, h := range scopeHeaders {
+		if v := r.Header[h.canonical]; len(v) > 0 && v[0] != "" {
+			return h.name + ":" + v[0]
 		}
 	}
 	return ""
 }
+
+// scopeHeaders are the clients' session headers, with their keys in
+// r.Header (Header.Get would canonicalize each name on every request).
+var scopeHeaders = func() []struct{ name, canonical string } {
+	var hs []struct{ name, canonical string }
+	for _, h := range []string{"x-claude-code-session-id", "session-id", "x-session-id"} {
+		hs = append(hs, struct{ name, canonical string }{h, http.CanonicalHeaderKey(h)})
+	}
+	return hs
+}()
 
 // threadOf names a request's conversation within its scope: its first tool
 // call's id, and without a scope also the assistant message that made the
@@ -556,9 +566,7 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	}
 	keep := 0
 	if c.prev != nil {
-		for keep < len(c.prev.Messages) && keep < len(req.Messages) && bytes.Equal(c.prev.Messages[keep], req.Messages[keep]) {
-			keep++
-		}
+		keep = req.SameMessages(c.prev)
 	}
 	// The model decides what thinking may fold: on a Claude that binds
 	// thinking to its prefix, the request's own drop_block says whether the

@@ -101,6 +101,8 @@ type reqInfo struct {
 	// body its first reader, for the transport.
 	ct   *cutThrough
 	body io.ReadCloser
+	// held is the writer the answer goes to the client through.
+	held *heldHeaders
 }
 
 // errReader fails every read with its error.
@@ -225,7 +227,13 @@ func APIOf(r *http.Request) API {
 }
 
 // ServeHTTP forwards r to its API's upstream.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &heldHeaders{ResponseWriter: rw}
+	defer w.stop()
+	p.serve(w, r)
+}
+
+func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 	api := APIOf(r)
 	// An absolute-form target or CONNECT asks for another host: refused,
 	// whatever the host, so the proxy reaches only its upstreams.
@@ -243,7 +251,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBody)
-	info := &reqInfo{api: api, start: time.Now()}
+	info := &reqInfo{api: api, start: time.Now(), held: w}
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)
 		info.in = in
@@ -362,6 +370,9 @@ func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
 // watchCalls); the response itself is not touched.
 func (p *Proxy) logged(res *http.Response) error {
 	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
+		if res.StatusCode != http.StatusSwitchingProtocols { // its body is the connection, for ReverseProxy to take over
+			res.Body = &stopAtEnd{res.Body, info.held}
+		}
 		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
 		if path := info.path(); path != "" && res.StatusCode/100 == 2 {
 			res.Body = watchCalls(res, info.in.api, path, p.cfg.Log)

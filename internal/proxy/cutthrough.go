@@ -206,6 +206,11 @@ func (ct *cutThrough) choose() {
 // confirm makes candidate i's prediction the one sent. ct.mu is held.
 func (ct *cutThrough) confirm(i int) {
 	ct.cand, ct.spans, ct.confirmed = i, ct.in.spans[i], true
+	// Sized at once: a body at 1,000 messages has hundreds of edits, and
+	// growing the slices piece by piece took more time than the rest of
+	// a chunk's handling while the body arrives.
+	ct.pieces = make([]cutPiece, 0, 2*len(ct.spans)+1)
+	ct.out = make([]int, 0, 2*len(ct.spans)+1)
 	at, o := 0, 0
 	for _, s := range ct.in.spans[i] {
 		ct.pieces = append(ct.pieces, cutPiece{start: at, end: s.Start}, cutPiece{start: s.Start, end: s.End, val: s.Value})

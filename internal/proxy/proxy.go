@@ -14,7 +14,8 @@
 //     query, the status and the time.
 //   - Response bodies are forwarded as they arrive, flushed chunk by chunk,
 //     never buffered; upstream statuses, headers and bodies pass through
-//     verbatim, errors included.
+//     verbatim, errors included. An event stream's headers wait for its
+//     first bytes, 10 ms at most, to go to the client with them (flush.go).
 //   - Request bodies are bounded (Config.MaxBody): a larger one is refused
 //     with 413 before the upstream sees it when its length is declared.
 //   - When the upstream cannot be reached, the client gets a 502 in its API's

@@ -251,7 +251,9 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		p.tooLarge(w, api, r)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, p.cfg.MaxBody)
+	// The server's own writer: over the limit, MaxBytesReader has it close
+	// the connection after the answer, which a wrapper would hide.
+	r.Body = http.MaxBytesReader(w.ResponseWriter, r.Body, p.cfg.MaxBody)
 	info := &reqInfo{api: api, start: time.Now(), held: w}
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)

@@ -366,6 +366,11 @@ func TestBodyLimit(t *testing.T) {
 	if res.StatusCode != 413 || oe.Error.Type != "request_too_large" {
 		t.Errorf("chunked: %d %+v", res.StatusCode, oe)
 	}
+	// The rest of the body is never read: the connection closes after the
+	// answer instead of carrying the rest as the next request.
+	if !res.Close {
+		t.Errorf("chunked: the connection stays open after the 413 (header %v)", res.Header)
+	}
 
 	// At the limit: forwarded.
 	res, err = http.Post(s.URL+"/v1/responses", "application/json", strings.NewReader(big[:1000]))

@@ -422,3 +422,35 @@ func TestCloseFromReport(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherBlocksSkipParsing: with no tool block open, the start of a text
+// or thinking block, its deltas and its stop are passed over without
+// decoding their JSON (no allocation), for the proxy watches every event
+// before it forwards it; a tool block's start is still decoded.
+func TestOtherBlocksSkipParsing(t *testing.T) {
+	w := New(Messages, true, func(string) bool { return true }, nil)
+	for _, ev := range []string{
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Done."}}`,
+		`{"type":"content_block_stop","index":0}`,
+	} {
+		chunk := []byte("event: x\ndata: " + ev + "\n\n")
+		if n := testing.AllocsPerRun(50, func() { w.Write(chunk) }); n != 0 {
+			t.Errorf("%s: %v allocations per event", ev, n)
+		}
+	}
+	var got []Call
+	w = New(Messages, true, func(string) bool { return true }, func(c Call) { got = append(got, c) })
+	for _, ev := range []string{
+		`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"recall_folded","input":{}}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"code\":\"ab12cd\"}"}}`,
+		`{"type":"content_block_stop","index":1}`,
+	} {
+		w.Write([]byte("data: " + ev + "\n\n"))
+	}
+	w.Close()
+	if len(got) != 1 || got[0].ID != "toolu_1" || got[0].Name != "recall_folded" || string(got[0].Args) != `{"code":"ab12cd"}` {
+		t.Fatalf("the tool block: %+v", got)
+	}
+}

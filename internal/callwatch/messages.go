@@ -44,9 +44,10 @@ var (
 
 func (w *Watcher) msgEvent(data []byte) {
 	m := &w.msg
-	// With no wanted block open only a block start can matter: text and
-	// unwanted tool deltas skip JSON parsing.
-	if len(m.open) == 0 && !hasAny(data, blockStart) {
+	// With no wanted block open only the start of a tool block can matter:
+	// the events of text, thinking and unwanted tools skip JSON parsing,
+	// which the proxy would otherwise do before passing them on.
+	if len(m.open) == 0 && !(hasAny(data, blockStart) && hasAny(data, toolUse)) {
 		return
 	}
 	var ev struct {

@@ -847,6 +847,39 @@ func Quote(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// QuotedLen is len(Quote(nil, s)), counted without building it.
+func QuotedLen(s string) int {
+	n := 2
+	start := 0
+	for i := 0; i < len(s); {
+		if i = plainRun(s, i, true); i == len(s) {
+			break
+		}
+		n += i - start
+		c := s[i]
+		switch {
+		case c < utf8.RuneSelf:
+			switch c {
+			case '"', '\\', '\b', '\f', '\n', '\r', '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+		default:
+			if _, ok := IsSurrogateAt(s, i); ok {
+				n, i = n+6, i+3
+			} else if r, size := utf8.DecodeRuneInString(s[i:]); r == utf8.RuneError && size == 1 {
+				n, i = n+len("\uFFFD"), i+1
+			} else {
+				n, i = n+size, i+size
+			}
+		}
+		start = i
+	}
+	return n + len(s) - start
+}
+
 // QuoteString is Quote into a new string.
 func QuoteString(s string) string { return string(Quote(nil, s)) }
 

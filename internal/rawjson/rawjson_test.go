@@ -90,8 +90,12 @@ func FuzzQuote(f *testing.F) {
 		f.Add(tt)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := QuoteString(s), quoteRef(s); got != want {
+		got, want := QuoteString(s), quoteRef(s)
+		if got != want {
 			t.Fatalf("Quote(%q) = %s, want %s", s, got, want)
+		}
+		if n := QuotedLen(s); n != len(want) {
+			t.Fatalf("QuotedLen(%q) = %d, want %d", s, n, len(want))
 		}
 	})
 }

@@ -876,26 +876,45 @@ func Provider(api API) string {
 }
 
 func toolResultMsg(callID, name, text string, isError, opaque bool) []byte {
+	// Sized for the text quoted: growing the message while quoting a long
+	// output allocated and cleared it several times over.
+	b := toolResultHead(callID, name, rawjson.QuotedLen(text))
+	return toolResultTail(rawjson.Quote(b, text), isError, opaque)
+}
+
+// toolResultLit is toolResultMsg for an output that is the JSON string
+// literal lit, valid UTF-8: lit goes in as it is, unquoted and quoted
+// again by nobody. The engine reads the same text from it (rawjson.Unquote)
+// as from the literal Quote would make of that text.
+func toolResultLit(callID, name string, lit []byte, isError, opaque bool) []byte {
+	return toolResultTail(append(toolResultHead(callID, name, len(lit)), lit...), isError, opaque)
+}
+
+// toolResultHead is a tool result message up to its text, with room for
+// textRoom bytes more and the tail.
+func toolResultHead(callID, name string, textRoom int) []byte {
 	if name == "" {
 		name = "tool"
 	}
-	// Room for the text quoted and a few escapes: growing the message while
-	// quoting a long output allocates and clears it several times over.
-	b := make([]byte, 0, 96+len(callID)+len(name)+len(text)+len(text)/16)
+	// 122 bytes of the message are its fixed parts, the opaque part and
+	// the quotes of the id and the name included.
+	b := make([]byte, 0, 128+len(callID)+len(name)+textRoom)
 	b = rawjson.Quote(append(b, `{"role":"toolResult","toolCallId":`...), callID)
 	b = rawjson.Quote(append(b, `,"toolName":`...), name)
-	b = rawjson.Quote(append(b, `,"content":[{"type":"text","text":`...), text)
+	return append(b, `,"content":[{"type":"text","text":`...)
+}
+
+// toolResultTail ends a tool result message after its text.
+func toolResultTail(b []byte, isError, opaque bool) []byte {
 	b = append(b, '}')
 	if opaque {
 		b = append(b, `,{"type":"opaque"}`...)
 	}
 	b = append(b, `],"isError":`...)
 	if isError {
-		b = append(b, "true}"...)
-	} else {
-		b = append(b, "false}"...)
+		return append(b, "true}"...)
 	}
-	return b
+	return append(b, "false}"...)
 }
 
 func unknownMsg(raw []byte) []byte {

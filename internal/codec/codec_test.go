@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/contextfold/contextfold/internal/apply"
 	"github.com/contextfold/contextfold/internal/block"
@@ -908,5 +910,46 @@ func TestDecodeAfterRedecodedNames(t *testing.T) {
 			}
 			decodesAsAlone(t, tc.api, tc.next, prev)
 		})
+	}
+}
+
+// FuzzToolResultLit: a tool result message carrying its output's literal
+// as it came decodes in the engine (block.Decode) to the same blocks as
+// the message carrying the literal quoted afresh from its text.
+func FuzzToolResultLit(f *testing.F) {
+	for _, s := range []string{`"ok"`, `"a\nb\tc \"q\" \\ \/"`, `"\u00e9\u0000\u001f"`, `"é ✓ 😀"`, `"\ud800 lone"`, `"\ud83d\ude00"`, `""`, `"\u2028"`} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, lit []byte, isError bool) {
+		if !rawjson.Valid(lit) || !utf8.Valid(lit) {
+			return
+		}
+		text, err := rawjson.Unquote(lit) // a string literal alone, as a member's value is
+		if err != nil {
+			return
+		}
+		for _, opaque := range []bool{false, true} {
+			got := block.Decode(toolResultLit("call_1", "bash", lit, isError, opaque), 3)
+			want := block.Decode(toolResultMsg("call_1", "bash", text, isError, opaque), 3)
+			if got.Err != nil || want.Err != nil || !reflect.DeepEqual(got.Blocks, want.Blocks) || got.Role != want.Role {
+				t.Fatalf("literal %q (opaque %v):\n got %+v %v\nwant %+v %v", lit, opaque, got.Blocks, got.Err, want.Blocks, want.Err)
+			}
+		}
+	})
+}
+
+// TestToolResultMessageOneAllocation: a tool result message is built in
+// the one buffer its head makes (a 9 KB output is not copied again to
+// grow it), whether its text is quoted afresh or its literal is kept.
+func TestToolResultMessageOneAllocation(t *testing.T) {
+	text := strings.Repeat("INFO: step ok\n", 700)
+	lit := rawjson.Quote(nil, text)
+	for _, opaque := range []bool{false, true} {
+		if n := testing.AllocsPerRun(20, func() { toolResultLit("call_001", "bash", lit, true, opaque) }); n != 1 {
+			t.Errorf("literal, opaque %v: %v allocations", opaque, n)
+		}
+		if n := testing.AllocsPerRun(20, func() { toolResultMsg("call_001", "bash", text, true, opaque) }); n != 1 {
+			t.Errorf("quoted, opaque %v: %v allocations", opaque, n)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
@@ -185,8 +186,17 @@ func (d *decoder) toolResult(bm []rawjson.Member, off int, key, callID string, i
 		d.r.add(toolResultMsg(callID, d.names.get(callID), text, isError, true), -1, -1)
 		return
 	}
-	text, opaque := textParts(out.Value, textTypes...)
 	start, end := -1, -1
+	if rawjson.IsString(out.Value) && utf8.Valid(out.Value) {
+		// One string, the usual output: its literal is the message's text
+		// (a long output is not unquoted and quoted again).
+		if callID != "" {
+			start, end = off+out.Start, off+out.End
+		}
+		d.r.add(toolResultLit(callID, d.names.get(callID), out.Value, isError, start < 0), start, end)
+		return
+	}
+	text, opaque := textParts(out.Value, textTypes...)
 	if !opaque && callID != "" {
 		start, end = off+out.Start, off+out.End
 	}

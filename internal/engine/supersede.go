@@ -112,7 +112,7 @@ func parseEffect(b *block.Block) effect {
 		if !ok {
 			return "", false
 		}
-		if s, ok := plainString(raw); ok {
+		if s, ok := rawjson.PlainString(raw); ok {
 			return s, true
 		}
 		var s string
@@ -217,22 +217,6 @@ var (
 	catRE      = regexp.MustCompile(`^cat (?:-n )?([A-Za-z0-9_./+-]+)$`)
 	sedRE      = regexp.MustCompile(`^sed -n '?([0-9]+),([0-9]+)p'? ([A-Za-z0-9_./+-]+)$`)
 )
-
-// plainString returns the value of raw, a JSON string literal of printable
-// ASCII without escapes, as encoding/json decodes it: its bytes between the
-// quotes. Anything else is not ok (for encoding/json to decode).
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	body := raw[1 : len(raw)-1]
-	for _, c := range body {
-		if c == '\\' || c == '"' || c < 0x20 || c >= 0x7f {
-			return "", false
-		}
-	}
-	return string(body), true
-}
 
 // shellRead recognises the shell commands that do nothing but print a file
 // or a range of its lines.

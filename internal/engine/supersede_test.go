@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"reflect"
 	"sort"
 	"strconv"
@@ -261,36 +260,5 @@ func TestSupersedeReopensPrepare(t *testing.T) {
 	check("after Prepare again")
 	if e.unprepared(c1) {
 		t.Fatal("Prepare did not offer r:c1 again")
-	}
-}
-
-// FuzzPlainString: where plainString answers, encoding/json decodes the
-// same string; it answers for the plain literals a tool's arguments carry.
-func FuzzPlainString(f *testing.F) {
-	for _, s := range []string{`"src/main.go"`, `"cat a.txt"`, `""`, `"a\"b"`, `"a\\b"`, `"\u00e9"`, `"é"`, "\"a\tb\"", `"\ud800"`, `"x`, `x"`, `"`, `"a"b"`, "\"a\x7fb\""} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, ok := plainString(raw)
-		if !ok {
-			return
-		}
-		var want string
-		if err := json.Unmarshal(raw, &want); err != nil || got != want {
-			t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
-		}
-	})
-}
-
-func TestPlainStringAnswers(t *testing.T) {
-	for _, s := range []string{`"src/main.go"`, `"cat a.txt | head -n 5"`, `""`} {
-		if got, ok := plainString([]byte(s)); !ok || `"`+got+`"` != s {
-			t.Errorf("plainString(%s) = %q, %v", s, got, ok)
-		}
-	}
-	for _, s := range []string{`"a\"b"`, `"\u00e9"`, `"é"`, "\"a\tb\"", `"x`, `"a"b"`} {
-		if _, ok := plainString([]byte(s)); ok {
-			t.Errorf("plainString(%s) answered; encoding/json must", s)
-		}
 	}
 }

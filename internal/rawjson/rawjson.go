@@ -638,6 +638,21 @@ func unhex(c byte) int {
 	return -1
 }
 
+// PlainString returns the value of raw when it is a JSON string literal of
+// printable ASCII without escapes: its bytes between the quotes, as every
+// JSON decoder reads them (encoding/json and Unquote alike). Anything else
+// is not ok, for a full decoder to read.
+func PlainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	if plainRun(body, 0, true) != len(body) || bytes.IndexByte(body, 0x7f) >= 0 {
+		return "", false
+	}
+	return string(body), true
+}
+
 // Unquote decodes a JSON string literal. Escaped lone UTF-16 surrogates become
 // their 3-byte WTF-8 encoding (never U+FFFD), so Quote reproduces them; raw
 // invalid UTF-8 bytes become U+FFFD, as a JavaScript UTF-8 decoder would read them.
@@ -645,17 +660,10 @@ func Unquote(raw []byte) (string, error) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", ErrNotString
 	}
+	if s, ok := PlainString(raw); ok {
+		return s, nil
+	}
 	body := raw[1 : len(raw)-1]
-	simple := true
-	for _, c := range body {
-		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
-			simple = false
-			break
-		}
-	}
-	if simple {
-		return string(body), nil
-	}
 	if !hasEscapeOrCtl(body) && utf8.Valid(body) {
 		return string(body), nil
 	}

@@ -325,3 +325,34 @@ func TestPlainInt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainString: where PlainString answers, encoding/json decodes the
+// same string; it answers for the plain literals a tool's arguments carry.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`"src/main.go"`, `"cat a.txt"`, `""`, `"a\"b"`, `"a\\b"`, `"\u00e9"`, `"é"`, "\"a\tb\"", `"\ud800"`, `"x`, `x"`, `"`, `"a"b"`, "\"a\x7fb\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := PlainString(raw)
+		if !ok {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(raw, &want); err != nil || got != want {
+			t.Fatalf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
+		}
+	})
+}
+
+func TestPlainStringAnswers(t *testing.T) {
+	for _, s := range []string{`"src/main.go"`, `"cat a.txt | head -n 5"`, `""`} {
+		if got, ok := PlainString([]byte(s)); !ok || `"`+got+`"` != s {
+			t.Errorf("PlainString(%s) = %q, %v", s, got, ok)
+		}
+	}
+	for _, s := range []string{`"a\"b"`, `"\u00e9"`, `"é"`, "\"a\tb\"", `"x`, `"a"b"`} {
+		if _, ok := PlainString([]byte(s)); ok {
+			t.Errorf("PlainString(%s) answered; encoding/json must", s)
+		}
+	}
+}

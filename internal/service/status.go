@@ -162,7 +162,7 @@ func fastActivity(raw []byte) (a activity, ok bool) {
 		switch {
 		case rawjson.IsNull(m.Value):
 		case dst != nil:
-			if *dst, ok = plainString(m.Value); !ok {
+			if *dst, ok = rawjson.PlainString(m.Value); !ok {
 				return a, false
 			}
 		case bit == 16:
@@ -227,7 +227,7 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 		case n != nil:
 			*n, ok = rawjson.PlainInt(m.Value)
 		case str != nil:
-			*str, ok = plainString(m.Value)
+			*str, ok = rawjson.PlainString(m.Value)
 		default:
 			var at int
 			at, ok = rawjson.PlainInt(m.Value)
@@ -248,20 +248,6 @@ func foldsTo(key string, names ...string) bool {
 		}
 	}
 	return false
-}
-
-// plainString decodes a string literal of printable ASCII without escapes.
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	body := raw[1 : len(raw)-1]
-	for _, c := range body {
-		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
-			return "", false
-		}
-	}
-	return string(body), true
 }
 
 func isNumber(raw []byte) bool {

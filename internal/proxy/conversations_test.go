@@ -268,3 +268,44 @@ func TestScopeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleWorkFollowsEachRequest: after each request the proxy folded,
+// through cut-through and store and forward alike, the conversation's
+// idle work runs (its digests are ready before the next request needs
+// them) and its memory is accounted.
+func TestIdleWorkFollowsEachRequest(t *testing.T) {
+	for _, store := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store and forward %v", store), func(t *testing.T) {
+			up := newUpstream(t, "up", nil)
+			folder := testFolder(t, 30_000, nil)
+			s, _ := front(t, up, up, func(c *Config) { c.Folder = folder; c.StoreAndForward = store })
+			conv := chatConv{"You are a test agent.", "Run the build.", "call", "ses_idle"}
+			for n := 1; n <= 6; n++ {
+				conv.post(t, s.URL, up, conv.body(n))
+				folder.Idle()
+				folder.mu.Lock()
+				var c *conversation
+				for _, cv := range folder.convs {
+					c = cv
+				}
+				held, size := folder.held, int64(0)
+				if c != nil {
+					size = c.size
+				}
+				folder.mu.Unlock()
+				if c == nil {
+					t.Fatalf("turn %d: no conversation held", n)
+				}
+				c.mu.Lock()
+				preparing, left := c.preparing, c.eng.Prepare(0)
+				c.mu.Unlock()
+				if preparing || left {
+					t.Errorf("turn %d: idle work did not run (preparing %v, digests left %v)", n, preparing, left)
+				}
+				if size == 0 || held != size {
+					t.Errorf("turn %d: the conversation holds %d bytes by the folder's count, of %d held", n, size, held)
+				}
+			}
+		})
+	}
+}

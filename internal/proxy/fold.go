@@ -65,7 +65,9 @@ type Folder struct {
 	opening map[string]*sync.Mutex
 	// closed: Close ran; requests pass through and no idle work starts.
 	closed bool
-	// bg counts the idle work running (Prepare between requests).
+	// bg counts the idle work running (Prepare between requests), and
+	// the requests folded but not settled yet (Settle), which may start
+	// more.
 	bg sync.WaitGroup
 }
 
@@ -255,6 +257,20 @@ type Incoming struct {
 	common  []int          // per candidate: how many leading bytes are equal
 	equal   []bool
 	n       int // bytes seen
+	// after is the conversation's bookkeeping and idle work that follow
+	// the request, once Fold folded it, for Settle to start.
+	after *afterFold
+}
+
+// afterFold is what follows a folded request in its conversation: its
+// memory recorded (size) and, with idle, the idle work started.
+type afterFold struct {
+	c    *conversation
+	size int64
+	idle bool
+	// counted: Folder.bg counts it until settled, so that Idle and Close
+	// wait for it as for the idle work it starts.
+	counted bool
 }
 
 // Begin returns the Incoming of a request of api, for its body's bytes to
@@ -458,7 +474,10 @@ func (f *Folder) evict() {
 // log).
 //
 // in, when not nil, is the Incoming that saw body arrive (Begin); without
-// it, Fold compares body with the previous requests itself.
+// it, Fold compares body with the previous requests itself. The caller
+// then calls Settle(in) once it has handed the body on: the work that
+// follows a request (starting a goroutine, which wakes a thread) would
+// otherwise delay its departure. Without in, Fold settles itself.
 func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming) (out [][]byte, why string) {
 	defer func() {
 		// Fail open: a bug must cost this request its folds, nothing more.
@@ -473,6 +492,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 	switch {
 	case in == nil:
 		in = f.Begin(r, api)
+		defer f.Settle(in)
 		in.Write(body)
 	case in.n != len(body):
 		in.done()
@@ -505,9 +525,9 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		if err != nil {
 			return unchanged, err.Error()
 		}
-		out, why, applied, ok := f.fold(c, api, req, in.buf, prefix{prev, common})
-		if ok {
-			in.path, in.applied = c.file.Path(), applied
+		out, why, applied, after := f.fold(c, api, req, in.buf, prefix{prev, common})
+		if after != nil {
+			in.path, in.applied, in.after = c.file.Path(), applied, after
 			return out, why
 		}
 		// Evicted while this request waited for it: open it again.
@@ -515,32 +535,49 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 	return unchanged, "conversation evicted twice while waiting"
 }
 
-// fold folds req in c, unless c was evicted (ok false), and starts the
-// idle work that follows a request.
-func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, ok bool) {
+// fold folds req in c, unless c was evicted (after nil), and returns what
+// follows the request in c, for Settle.
+func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, after *afterFold) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	c.waiting.Add(-1)
 	if c.closed {
 		c.mu.Unlock()
-		return nil, "", nil, false
+		return nil, "", nil, nil
 	}
-	var size int64
-	idle := false
-	func() {
-		defer c.mu.Unlock() // also when step panics (Fold recovers)
-		out, why, applied, size = f.step(c, api, req, buf, pre)
-		idle = !c.preparing
-		c.preparing = true
-	}()
-	if f.resize(c, size, idle) {
-		go f.prepare(c)
-	} else if idle {
-		c.mu.Lock()
-		c.preparing = false
-		c.mu.Unlock()
+	after = &afterFold{c: c}
+	defer c.mu.Unlock() // also when step panics (Fold recovers)
+	out, why, applied, after.size = f.step(c, api, req, buf, pre)
+	after.idle = !c.preparing
+	c.preparing = true
+	f.mu.Lock()
+	if !f.closed { // Close waits for what bg counts: nothing after it
+		f.bg.Add(1)
+		after.counted = true
 	}
-	return out, why, applied, true
+	f.mu.Unlock()
+	return out, why, applied, after
+}
+
+// Settle records what in's conversation holds now and starts its idle
+// work, once the request Fold folded has been handed on (see Fold). It
+// does nothing for a request Fold did not fold, or a second time.
+func (f *Folder) Settle(in *Incoming) {
+	a := in.after
+	if a == nil {
+		return
+	}
+	in.after = nil
+	if a.counted {
+		defer f.bg.Done()
+	}
+	if f.resize(a.c, a.size, a.idle) {
+		go f.prepare(a.c)
+	} else if a.idle {
+		a.c.mu.Lock()
+		a.c.preparing = false
+		a.c.mu.Unlock()
+	}
 }
 
 // prefix says how many leading bytes a request's body shares with the

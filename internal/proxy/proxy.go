@@ -273,6 +273,7 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 			return
 		}
 		out, why := p.cfg.Folder.Fold(r, fa, in.buf.b, in)
+		p.cfg.Folder.Settle(in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}
@@ -354,6 +355,8 @@ func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait 
 			ct.fail(err)
 			return
 		}
+		// After the decision is handed to the upload, even if that panics.
+		defer p.cfg.Folder.Settle(ct.in)
 		out, why := p.cfg.Folder.Fold(r, fa, ct.in.buf.b, ct.in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)

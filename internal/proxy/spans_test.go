@@ -87,6 +87,9 @@ func TestSpansReused(t *testing.T) {
 				if why != "" {
 					t.Fatalf("turn %d (%d): %s", i, tu.n, why)
 				}
+				if in != nil {
+					f.Settle(in)
+				}
 				f.Idle()
 				f.mu.Lock()
 				for _, cv := range f.convs {

@@ -942,11 +942,19 @@ type callNames struct {
 	depth int
 }
 
-// maxNamesDepth bounds the chain a lookup walks; a deeper one is merged
-// into one map (a copy every maxNamesDepth requests, not every request).
-const maxNamesDepth = 8
+// maxNamesDepth bounds the chain a lookup walks (a request looks up only
+// the calls of its new tool results).
+const maxNamesDepth = 16
 
-// over returns a new, empty layer over n (nil: none).
+// over returns a new, empty layer over n (nil: none). A chain that
+// reached maxNamesDepth is shortened the way a log-structured merge tree
+// is: its newest half is merged into one layer, together with each older
+// layer no more than twice the size merged so far. Layers then grow
+// toward the base, each more than twice the size of all above it when
+// formed, so a name is copied a logarithmic number of times, and the whole
+// map is copied only when it has about doubled since the last time, not
+// every maxNamesDepth requests (about 0.1 ms at 1,000 calls). Nothing is
+// written to an existing layer: an earlier request's names stay its own.
 func (n *callNames) over() *callNames {
 	if n == nil {
 		return &callNames{}
@@ -954,21 +962,23 @@ func (n *callNames) over() *callNames {
 	if n.depth < maxNamesDepth {
 		return &callNames{base: n, depth: n.depth + 1}
 	}
+	var merged []*callNames // newest first
 	size := 0
-	for m := n; m != nil; m = m.base {
+	m := n
+	for m != nil && (len(merged) < maxNamesDepth/2 || len(m.own) <= 2*size) {
+		merged = append(merged, m)
 		size += len(m.own)
+		m = m.base
 	}
 	flat := make(map[string]string, size)
-	var fill func(m *callNames)
-	fill = func(m *callNames) { // oldest first: a newer name wins
-		if m == nil {
-			return
-		}
-		fill(m.base)
-		maps.Copy(flat, m.own)
+	for _, l := range slices.Backward(merged) { // oldest first: a newer name wins
+		maps.Copy(flat, l.own)
 	}
-	fill(n)
-	return &callNames{base: &callNames{own: flat}, depth: 1}
+	layer := &callNames{own: flat, base: m}
+	if m != nil {
+		layer.depth = m.depth + 1
+	}
+	return &callNames{base: layer, depth: layer.depth + 1}
 }
 
 func (n *callNames) get(id string) string {

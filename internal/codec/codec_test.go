@@ -483,13 +483,27 @@ func TestDecodeAfterConcurrently(t *testing.T) {
 
 // TestCallNames: a request's tool names, layered over the earlier
 // requests', find every earlier call however many requests back, the
-// newest name winning, also across the merges that bound the chain.
+// newest name winning, also across the merges that bound the chain; an
+// earlier request's names never change; and the merges copy each name a
+// logarithmic number of times, not the whole map every few requests.
 func TestCallNames(t *testing.T) {
+	const requests = 2000 // two calls each
 	var n *callNames
 	again := 0 // the request that last named the call "again"
-	for i := range 3 * maxNamesDepth {
+	copied := 0
+	type snapshot struct {
+		n *callNames
+		i int
+	}
+	var snaps []snapshot
+	for i := range requests {
+		prev := n
 		n = n.over()
+		if prev != nil && n.base != prev {
+			copied += len(n.base.own) // merged
+		}
 		n.set(fmt.Sprint("c", i), fmt.Sprint("tool", i))
+		n.set(fmt.Sprint("d", i), fmt.Sprint("other", i))
 		if i%5 == 0 {
 			n.set("again", fmt.Sprint("tool", i))
 			again = i
@@ -497,10 +511,20 @@ func TestCallNames(t *testing.T) {
 		if n.depth > maxNamesDepth {
 			t.Fatalf("request %d: a chain of %d layers", i, n.depth)
 		}
-		for j := 0; j <= i; j++ {
+		depth := 0
+		for m := n.base; m != nil; m = m.base {
+			depth++
+		}
+		if depth != n.depth {
+			t.Fatalf("request %d: depth %d, but %d layers below", i, n.depth, depth)
+		}
+		for j := 0; j <= i; j += 1 + i/64 {
 			if got, want := n.get(fmt.Sprint("c", j)), fmt.Sprint("tool", j); got != want {
 				t.Fatalf("request %d: call c%d named %q, want %q", i, j, got, want)
 			}
+		}
+		if got, want := n.get(fmt.Sprint("d", i)), fmt.Sprint("other", i); got != want {
+			t.Fatalf("request %d: its own call d%d named %q, want %q", i, i, got, want)
 		}
 		if got, want := n.get("again"), fmt.Sprint("tool", again); got != want {
 			t.Fatalf("request %d: a call id named twice is %q, want the newest %q", i, got, want)
@@ -508,7 +532,26 @@ func TestCallNames(t *testing.T) {
 		if got := n.get("unknown"); got != "" {
 			t.Fatalf("an unknown call is named %q", got)
 		}
+		if i%97 == 0 {
+			snaps = append(snaps, snapshot{n, i})
+		}
 	}
+	for _, sn := range snaps {
+		if got := sn.n.get(fmt.Sprint("c", sn.i+1)); got != "" {
+			t.Fatalf("request %d's names gained a later call: %q", sn.i, got)
+		}
+		for j := 0; j <= sn.i; j++ {
+			if got, want := sn.n.get(fmt.Sprint("c", j)), fmt.Sprint("tool", j); got != want {
+				t.Fatalf("request %d's names changed: c%d is %q, want %q", sn.i, j, got, want)
+			}
+		}
+	}
+	// 4,000 names: a log-structured merge copies each about log2(4,000),
+	// 12, times at most; flattening every 8 requests copied 500,000.
+	if limit := 2 * requests * 16; copied > limit {
+		t.Errorf("merges copied %d names, want at most %d", copied, limit)
+	}
+	t.Logf("merges copied %d names for %d", copied, 2*requests)
 }
 
 // decodesAsAlone decodes body against prev, fails t where that differs

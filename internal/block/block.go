@@ -183,6 +183,8 @@ func textOf(raw []byte) (text string, opaque bool) {
 	if err != nil {
 		return "", false
 	}
+	// One text part, the usual case, is its text: built only for more.
+	var first string
 	var sb strings.Builder
 	n := 0
 	var buf []rawjson.Member
@@ -202,11 +204,20 @@ func textOf(raw []byte) (text string, opaque bool) {
 			continue
 		}
 		s, _ := rawjson.Unquote(t)
-		if n > 0 {
+		switch n {
+		case 0:
+			first = s
+		case 1:
+			sb.WriteString(first)
+			fallthrough
+		default:
 			sb.WriteByte('\n')
+			sb.WriteString(s)
 		}
-		sb.WriteString(s)
 		n++
+	}
+	if n == 1 {
+		return first, opaque
 	}
 	return sb.String(), opaque
 }

@@ -139,3 +139,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestTextOf: a content's text is a string's value, or its text parts
+// joined by newlines; any other part makes it opaque.
+func TestTextOf(t *testing.T) {
+	for _, tc := range []struct {
+		raw, text string
+		opaque    bool
+	}{
+		{`"plain"`, "plain", false},
+		{`"two\nlines \u00e9"`, "two\nlines é", false},
+		{`[{"type":"text","text":"one"}]`, "one", false},
+		{`[{"type":"text","text":"a\tb"},{"type":"text","text":"c"}]`, "a\tb\nc", false},
+		{`[{"type":"text","text":"a"},{"type":"text","text":""},{"type":"text","text":"c"}]`, "a\n\nc", false},
+		{`[{"type":"image","data":"x"},{"type":"text","text":"after"}]`, "after", true},
+		{`[{"type":"text","text":"before"},{"type":"image","data":"x"}]`, "before", true},
+		{`[]`, "", false},
+		{`42`, "", false},
+	} {
+		text, opaque := textOf([]byte(tc.raw))
+		if text != tc.text || opaque != tc.opaque {
+			t.Errorf("textOf(%s) = %q, %v; want %q, %v", tc.raw, text, opaque, tc.text, tc.opaque)
+		}
+	}
+}

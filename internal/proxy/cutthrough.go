@@ -62,6 +62,11 @@ func cutPanic(where string) {
 	}
 }
 
+// testEvent, set by tests only, hears when a prediction's last byte is
+// handed to the transport ("uploaded") and when a conversation's idle work
+// starts ("idle").
+var testEvent func(string)
+
 // errCutAbandoned ends the upload of a prediction the fold did not confirm.
 var errCutAbandoned = errors.New("contextfold proxy: predicted body abandoned for the decided one")
 
@@ -491,6 +496,9 @@ func (r *cutReader) Read(p []byte) (n int, err error) {
 			}
 			n, err := r.rest.Read(p)
 			r.off += n
+			if r.off == ct.total && n > 0 && testEvent != nil {
+				testEvent("uploaded")
+			}
 			return n, err
 		}
 		if lim := ct.limit(); r.off < lim {

@@ -685,6 +685,9 @@ func (c *conversation) edits(ps []engine.Placement) []codec.Edit {
 // waits for the conversation.
 func (f *Folder) prepare(c *conversation) {
 	defer f.bg.Done()
+	if testEvent != nil {
+		testEvent("idle")
+	}
 	for {
 		c.mu.Lock()
 		if c.closed || c.waiting.Load() > 0 || !c.eng.Prepare(4) {

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,10 @@ func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait 
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}
 		ct.decide(out, ct.in.path)
+		// decide readied the goroutine uploading the body to this P; the
+		// idle work's goroutine, started now (Settle, deferred), would
+		// take its turn and delay the upload's last byte.
+		runtime.Gosched()
 	}()
 	return func() { <-done }
 }

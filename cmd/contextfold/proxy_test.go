@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,22 @@ func TestMCPCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], `"protocolVersion":"2025-06-18"`) || !strings.Contains(lines[1], "no folded block with that code") {
 		t.Fatalf("stdout:\n%s", out.String())
+	}
+}
+
+// TestOneProc: the proxy runs on one P unless GOMAXPROCS says otherwise.
+func TestOneProc(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "")
+	oneProc()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS %d, want 1", n)
+	}
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "2")
+	oneProc()
+	if n := runtime.GOMAXPROCS(0); n != 2 {
+		t.Errorf("with GOMAXPROCS=2 in the environment: %d, want 2", n)
 	}
 }

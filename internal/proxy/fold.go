@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -698,6 +699,7 @@ func (f *Folder) prepare(c *conversation) {
 			return
 		}
 		c.mu.Unlock()
+		runtime.Gosched() // the proxy runs on one P (contextfold proxy)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/contextfold/contextfold/internal/foldstore"
 )
@@ -308,100 +307,5 @@ func TestIdleWorkFollowsEachRequest(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestIdleWorkStartsWithTheAnswer: a conversation's idle work starts when
-// the upstream's answer begins, not when the answer ends (a model streams
-// for seconds): while the stream is still open, it has run.
-func TestIdleWorkStartsWithTheAnswer(t *testing.T) {
-	hold := make(chan struct{})
-	defer close(hold)
-	up := newUpstream(t, "up", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Hold") == "" {
-			w.Write([]byte("from up"))
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write([]byte("data: {}\n\n"))
-		w.(http.Flusher).Flush()
-		<-hold
-	})
-	folder := testFolder(t, 30_000, nil)
-	s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
-	conv := chatConv{"You are a test agent.", "Run the build.", "call", "ses_answer"}
-	for n := 1; n <= 4; n++ {
-		conv.post(t, s.URL, up, conv.body(n))
-	}
-	folder.Idle()
-	req, _ := http.NewRequest("POST", s.URL+"/v1/chat/completions", strings.NewReader(conv.body(5)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-session-id", conv.session)
-	req.Header.Set("X-Hold", "1")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	first := make([]byte, 10)
-	if _, err := io.ReadFull(res.Body, first); err != nil {
-		t.Fatalf("the answer's first event: %v", err)
-	}
-	idle := make(chan struct{})
-	go func() { folder.Idle(); close(idle) }()
-	select {
-	case <-idle:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the idle work waits for the answer to end")
-	}
-	folder.mu.Lock()
-	var c *conversation
-	for _, cv := range folder.convs {
-		c = cv
-	}
-	folder.mu.Unlock()
-	c.mu.Lock()
-	preparing, left := c.preparing, c.eng.Prepare(0)
-	c.mu.Unlock()
-	if preparing || left {
-		t.Errorf("idle work did not run while the answer streamed (preparing %v, digests left %v)", preparing, left)
-	}
-}
-
-// TestIdleWorkWithoutAnAnswer: a request folded but never answered (the
-// upstream is down) still settles once it is over: the Folder does not
-// wait for it forever (Idle, Close), and its memory is counted.
-func TestIdleWorkWithoutAnAnswer(t *testing.T) {
-	up := newUpstream(t, "up", nil)
-	folder := testFolder(t, 30_000, nil)
-	s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
-	up.Close() // refused from now on
-	conv := chatConv{"You are a test agent.", "Run the build.", "call", "ses_down"}
-	for n := 1; n <= 3; n++ {
-		req, _ := http.NewRequest("POST", s.URL+"/v1/chat/completions", strings.NewReader(conv.body(n)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-session-id", conv.session)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusBadGateway {
-			t.Fatalf("turn %d: status %d, want 502", n, res.StatusCode)
-		}
-		idle := make(chan struct{})
-		go func() { folder.Idle(); close(idle) }()
-		select {
-		case <-idle:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("turn %d: the Folder still waits for a request that was never answered", n)
-		}
-	}
-	folder.mu.Lock()
-	held := folder.held
-	folder.mu.Unlock()
-	if held == 0 {
-		t.Error("the unanswered requests' conversation holds no memory by the folder's count")
 	}
 }

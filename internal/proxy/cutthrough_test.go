@@ -425,8 +425,9 @@ func TestCutThroughFailsOpen(t *testing.T) {
 }
 
 // TestUploadBeforeIdleWork: once the fold confirmed a prediction, its last
-// byte goes to the transport before the conversation's idle work starts,
-// also on one P, where the goroutine started last runs first.
+// byte goes to the transport before the conversation's idle work starts:
+// on a P of their own both would be ready at once, and the idle work's
+// goroutine, started last, would run first.
 func TestUploadBeforeIdleWork(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var mu sync.Mutex

@@ -259,9 +259,8 @@ type Incoming struct {
 	equal   []bool
 	n       int // bytes seen
 	// after is the conversation's bookkeeping and idle work that follow
-	// the request, once Fold folded it, for Settle to start (which may run
-	// on another goroutine than Fold).
-	after atomic.Pointer[afterFold]
+	// the request, once Fold folded it, for Settle to start.
+	after *afterFold
 }
 
 // afterFold is what follows a folded request in its conversation: its
@@ -477,10 +476,9 @@ func (f *Folder) evict() {
 //
 // in, when not nil, is the Incoming that saw body arrive (Begin); without
 // it, Fold compares body with the previous requests itself. The caller
-// then calls Settle(in) once the request is on its way (the proxy: when
-// the upstream's answer begins): the work that follows a request, on a
-// goroutine of its own, would otherwise take the CPU the request and its
-// answer need. Without in, Fold settles itself.
+// then calls Settle(in) once it has handed the body on: the work that
+// follows a request (starting a goroutine, which wakes a thread) would
+// otherwise delay its departure. Without in, Fold settles itself.
 func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming) (out [][]byte, why string) {
 	defer func() {
 		// Fail open: a bug must cost this request its folds, nothing more.
@@ -530,8 +528,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		}
 		out, why, applied, after := f.fold(c, api, req, in.buf, prefix{prev, common})
 		if after != nil {
-			in.path, in.applied = c.file.Path(), applied
-			in.after.Store(after)
+			in.path, in.applied, in.after = c.file.Path(), applied, after
 			return out, why
 		}
 		// Evicted while this request waited for it: open it again.
@@ -564,13 +561,14 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 }
 
 // Settle records what in's conversation holds now and starts its idle
-// work, once the request Fold folded is on its way (see Fold). It does
-// nothing for a request Fold did not fold (yet), or a second time.
+// work, once the request Fold folded has been handed on (see Fold). It
+// does nothing for a request Fold did not fold, or a second time.
 func (f *Folder) Settle(in *Incoming) {
-	a := in.after.Swap(nil)
+	a := in.after
 	if a == nil {
 		return
 	}
+	in.after = nil
 	if a.counted {
 		defer f.bg.Done()
 	}

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,9 +259,6 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)
 		info.in = in
-		// The idle work starts with the answer (logged); if none comes,
-		// once the request is over.
-		defer p.cfg.Folder.Settle(in)
 		in.buf = newBuffer(r.ContentLength)
 		// Held until the request is served; the body's readers and the
 		// Folder hold it on their own.
@@ -276,6 +274,7 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 			return
 		}
 		out, why := p.cfg.Folder.Fold(r, fa, in.buf.b, in)
+		p.cfg.Folder.Settle(in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}
@@ -357,11 +356,17 @@ func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait 
 			ct.fail(err)
 			return
 		}
+		// After the decision is handed to the upload, even if that panics.
+		defer p.cfg.Folder.Settle(ct.in)
 		out, why := p.cfg.Folder.Fold(r, fa, ct.in.buf.b, ct.in)
 		if why != "" {
 			p.cfg.Log.Debug("forwarded unfolded", "path", r.URL.Path, "why", why)
 		}
 		ct.decide(out, ct.in.path)
+		// decide readied the goroutine uploading the body to this P; the
+		// idle work's goroutine, started now (Settle, deferred), would
+		// take its turn and delay the upload's last byte.
+		runtime.Gosched()
 	}()
 	return func() { <-done }
 }
@@ -376,11 +381,6 @@ func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
 // watchCalls); the response itself is not touched.
 func (p *Proxy) logged(res *http.Response) error {
 	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
-		if info.in != nil {
-			// The request is on its way: its conversation's idle work may
-			// start, and runs once this answer's first bytes are sent on.
-			p.cfg.Folder.Settle(info.in)
-		}
 		if res.StatusCode != http.StatusSwitchingProtocols { // its body is the connection, for ReverseProxy to take over
 			res.Body = &stopAtEnd{res.Body, info.held}
 		}

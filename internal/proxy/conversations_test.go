@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/contextfold/contextfold/internal/foldstore"
 )
@@ -307,5 +308,43 @@ func TestIdleWorkFollowsEachRequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIdleWorkWithoutAnAnswer: a request folded but never answered (the
+// upstream is down) settles all the same: the Folder does not
+// wait for it forever (Idle, Close), and its memory is counted.
+func TestIdleWorkWithoutAnAnswer(t *testing.T) {
+	up := newUpstream(t, "up", nil)
+	folder := testFolder(t, 30_000, nil)
+	s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
+	up.Close() // refused from now on
+	conv := chatConv{"You are a test agent.", "Run the build.", "call", "ses_down"}
+	for n := 1; n <= 3; n++ {
+		req, _ := http.NewRequest("POST", s.URL+"/v1/chat/completions", strings.NewReader(conv.body(n)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-session-id", conv.session)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadGateway {
+			t.Fatalf("turn %d: status %d, want 502", n, res.StatusCode)
+		}
+		idle := make(chan struct{})
+		go func() { folder.Idle(); close(idle) }()
+		select {
+		case <-idle:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("turn %d: the Folder still waits for a request that was never answered", n)
+		}
+	}
+	folder.mu.Lock()
+	held := folder.held
+	folder.mu.Unlock()
+	if held == 0 {
+		t.Error("the unanswered requests' conversation holds no memory by the folder's count")
 	}
 }

@@ -66,7 +66,7 @@ func proxyGC(args []string, stdout, stderr io.Writer) int {
 // arrives, each piece readies the goroutine that sends it upstream; with
 // a second P idle, each such handoff also woke a thread to run it there,
 // on the cores the client and the upstream need. On the 2-core VM one P
-// took 0.15-0.3 ms off the first byte at 5 MB (BENCHMARKS.md).
+// took 0.1-0.3 ms off the first byte at 5 MB (BENCHMARKS.md).
 func oneProc() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

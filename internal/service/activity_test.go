@@ -6,7 +6,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
@@ -67,64 +66,5 @@ func FuzzReadActivity(f *testing.F) {
 		if utf8.Valid(raw) && rawjson.Valid(raw) { // the ledger hands it valid JSON only
 			checkActivity(t, raw)
 		}
-	})
-}
-
-// entryCases are fold entries as the engine writes them and odd ones.
-var entryCases = []string{
-	`{"v":1,"kind":"fold","seq":3,"trigger":"threshold","folds":[{"id":"r:c1","code":"abc123","seq":3,"bytes":120,"lines":4,"sha256":"00ff","tool":"bash","kind":"tool_result","isError":true,"turn":2,"fullOutputPath":"/tmp/x","digest":"{#abc123 FOLDED}\nERROR: é 😀 \"q\"\\ \u2028","compacted":false}],"thinking":{"invalidated":2,"folded":1,"dropped":1,"lost":["a:r1:p0",null]}}`,
-	`{"v":1,"kind":"unfold","ids":["r:c1","r:c2"]}`,
-	`{"v":1,"kind":"void","seq":4}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":null,"thinking":null,"ids":[]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[null,{"id":"x"}]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[{"digest":"lone \ud800 here"}]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[{"digest":"pair \ud83d\ude00"}]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[{"ID":"x","id":"y"}]}`,
-	`{"v":1,"kind":"fold","seq":5,"folds":[{"id":"x","id":"y"}]}`,
-	`{"v":1.0,"kind":"fold"}`,
-	`{"V":2,"kind":"fold"}`,
-	`{"v":1,"kind":"fold","seq":"5"}`,
-	`{"v":1,"kind":"fold","folds":{}}`,
-	`{"v":1,"kind":"fold","folds":[{"isError":1}]}`,
-	`{"v":1,"kind":"fold","thinking":{"lost":"x"}}`,
-	`{"v":1,"kind":"fold","extra":{"deep":[1,2,{"v":9}]},"seq":7}`,
-	`{"kind":"fold","entry":{"blockId":"b1","code":"c"}}`,
-	`{"v":1,"kind":"fold"`,
-	`[]`,
-}
-
-// TestDecodeEntryAgreesWithUnmarshal: the in-place entry decoder is
-// encoding/json's.
-func TestDecodeEntryAgreesWithUnmarshal(t *testing.T) {
-	for _, c := range entryCases {
-		if rawjson.Valid([]byte(c)) {
-			checkEntry(t, []byte(c))
-		}
-	}
-}
-
-func checkEntry(t *testing.T, raw []byte) {
-	t.Helper()
-	var want engine.Entry
-	wantErr := json.Unmarshal(raw, &want)
-	got, err := decodeEntry(raw)
-	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("%s: error %v, encoding/json %v", raw, err, wantErr)
-	}
-	if err == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s:\n got %#v\nwant %#v", raw, got, want)
-	}
-}
-
-func FuzzDecodeEntry(f *testing.F) {
-	for _, c := range entryCases {
-		f.Add([]byte(c))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		if !utf8.Valid(raw) || !rawjson.Valid(raw) {
-			return // decodeEntry is handed valid JSON only (and the two agree on validity for UTF-8)
-		}
-		checkEntry(t, raw)
 	})
 }

@@ -51,7 +51,7 @@ func decodeEntries(raws []json.RawMessage) ([]engine.Entry, int) {
 	ok := make([]bool, len(raws))
 	parallel.For(len(raws), 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			en, err := decodeEntry(raws[i])
+			en, err := engine.DecodeEntry(raws[i])
 			decoded[i], ok[i] = en, err == nil && en.V > 0
 		}
 	})

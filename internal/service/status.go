@@ -150,7 +150,7 @@ func fastActivity(raw []byte) (a activity, ok bool) {
 		case "usage":
 			bit = 32
 		default:
-			if foldsTo(m.Key, "role", "provider", "model", "stopreason", "timestamp", "usage") {
+			if rawjson.FoldsTo(m.Key, "role", "provider", "model", "stopreason", "timestamp", "usage") {
 				return a, false
 			}
 			continue
@@ -210,7 +210,7 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 		case "at":
 			bit = 128
 		default:
-			if foldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "provider", "model", "stopreason", "at") {
+			if rawjson.FoldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "provider", "model", "stopreason", "at") {
 				return nil, false
 			}
 			continue
@@ -238,16 +238,6 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 		}
 	}
 	return u, true
-}
-
-// foldsTo reports whether key equals one of names (lower case) ignoring case.
-func foldsTo(key string, names ...string) bool {
-	for _, n := range names {
-		if strings.EqualFold(key, n) {
-			return true
-		}
-	}
-	return false
 }
 
 func isNumber(raw []byte) bool {

@@ -12,10 +12,17 @@
 //
 // One process writes a store: Open takes an exclusive lock on it, released
 // when the process ends, however it ends. Readers (the MCP server, the CLI)
-// need no lock: the files are append-only and a torn last line, left by a
-// crash mid-write, is skipped. A reader asks for an unfold by appending one
-// request line to the conversation's file (a single write, so lines never
-// interleave); the writer takes it up on the conversation's next request.
+// need no lock: the files are append-only. A line torn by a crash or a
+// full disk never takes effect, and never costs the line after it (package
+// jsonl): a fold event whose lines did not all land is rejected, so its
+// digests are never sent, and voided, so it never replays. A reader asks
+// for an unfold by appending one request line to the conversation's file
+// (a single write, so lines never interleave); the writer takes it up on
+// the conversation's next request.
+//
+// Lines are written as JSON.stringify writes them (rawjson) and strings are
+// read back with lone surrogates kept (WTF-8), so a folded text is stored
+// as the very bytes its sha256 was taken over, whatever it holds.
 package foldstore
 
 import (
@@ -23,7 +30,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +41,8 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/jsonl"
+	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
 )
 
@@ -150,6 +158,9 @@ type Conversation struct {
 	// more means a reader appended a request. scanned is how far requests
 	// were looked for.
 	size, scanned int64
+	// voids are the fold events whose commit failed and whose void line
+	// is not written yet: it goes first in the next append (see Commit).
+	voids []int
 }
 
 // Conversation opens the file of api's conversation key, creating it, and
@@ -166,15 +177,10 @@ func (s *Store) Conversation(api, key string) (*Conversation, *Contents, error) 
 		f.Close()
 		return nil, nil, fmt.Errorf("foldstore: %s: %w", path, err)
 	}
+	// A torn last line is ended by the next append (jsonl.Append).
 	c.size = n
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		// A torn last line: end it, so the next line starts clean. It
-		// stays in the file, unread (append-only).
-		if _, err := f.Write([]byte("\n")); err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("foldstore: %w", err)
-		}
-		c.size = st.Size() + 1
+	if st, err := f.Stat(); err == nil {
+		c.size = st.Size()
 	}
 	c.scanned = c.size
 	if n == 0 {
@@ -197,8 +203,12 @@ func (c *Conversation) Path() string { return c.path }
 func (c *Conversation) Close() error { return c.f.Close() }
 
 // Commit durably records a fold event: the text of each block it folds
-// (text(id) gives it), then its entry. Nothing of it takes effect until
-// Commit returns nil.
+// (text(id) gives it), then its entry, in one write, then an fsync.
+// Nothing of it takes effect until Commit returns nil. When it fails, the
+// event is voided: a line that landed whole before the failure (an fsync
+// that failed after the write) must not replay as an event that was never
+// sent. The void is written at once, or, if the disk refuses that too,
+// before the next line this Conversation writes.
 func (c *Conversation) Commit(ev *engine.Event, text func(id string) (string, bool)) error {
 	lines := make([]Line, 0, len(ev.Folds)+1)
 	for _, rec := range ev.Folds {
@@ -213,7 +223,12 @@ func (c *Conversation) Commit(ev *engine.Event, text func(id string) (string, bo
 	}
 	en := ev.Entry()
 	lines = append(lines, Line{T: TEntry, Entry: &en})
-	return c.append(lines)
+	if err := c.append(lines); err != nil {
+		c.voids = append(c.voids, ev.Seq)
+		c.append(nil) // the void alone; kept pending if it fails too
+		return err
+	}
+	return nil
 }
 
 // Record durably appends an entry (an unfold, a void).
@@ -221,25 +236,39 @@ func (c *Conversation) Record(en engine.Entry) error {
 	return c.append([]Line{{T: TEntry, Entry: &en}})
 }
 
-// append writes lines in one write and syncs them to disk.
+// append writes the pending voids and lines in one write and syncs them
+// to disk.
 func (c *Conversation) append(lines []Line) error {
-	var buf bytes.Buffer
-	for _, l := range lines {
-		b, err := json.Marshal(l)
-		if err != nil {
-			return fmt.Errorf("foldstore: %w", err)
-		}
-		buf.Write(b)
-		buf.WriteByte('\n')
+	var buf []byte
+	for _, seq := range c.voids {
+		en := engine.VoidEntry(seq)
+		buf = appendLine(buf, Line{T: TEntry, Entry: &en})
 	}
-	if _, err := c.f.Write(buf.Bytes()); err != nil {
+	for _, l := range lines {
+		buf = appendLine(buf, l)
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	size, err := jsonl.Append(c.f, buf)
+	if err == nil {
+		err = c.f.Sync()
+	}
+	if err != nil {
 		return fmt.Errorf("foldstore: append to %s: %w", c.path, err)
 	}
-	if err := c.f.Sync(); err != nil {
-		return fmt.Errorf("foldstore: sync %s: %w", c.path, err)
-	}
-	c.size += int64(buf.Len())
+	c.voids = nil
+	c.size = size
 	return nil
+}
+
+// appendLine appends l, encoded, and its newline to buf.
+func appendLine(buf []byte, l Line) []byte {
+	b, err := rawjson.Marshal(l)
+	if err != nil {
+		panic(err) // a Line always encodes: strings, ints and an Entry
+	}
+	return append(append(buf, b...), '\n')
 }
 
 // Requests returns the unfold requests readers appended since the last
@@ -265,12 +294,11 @@ func (c *Conversation) Requests() ([][]string, error) {
 		c.size = st.Size()
 	}
 	var out [][]string
-	for _, raw := range bytes.Split(tail[:end], []byte("\n")) {
-		var l Line
-		if json.Unmarshal(raw, &l) == nil && l.T == TUnfoldRequest && len(l.Codes) > 0 {
+	jsonl.Scan(tail[:end], lineStart, func(raw jsonl.Line) {
+		if l, ok := decodeLine(raw.Bytes); ok && l.T == TUnfoldRequest && len(l.Codes) > 0 {
 			out = append(out, l.Codes)
 		}
-	}
+	})
 	return out, nil
 }
 
@@ -384,10 +412,22 @@ func read(f *os.File) (*Contents, int64, error) {
 			return nil, 0, err
 		}
 		n += int64(len(raw))
-		var l Line
-		if json.Unmarshal(raw, &l) != nil {
-			c.Bad++
+		line := bytes.TrimSuffix(raw, []byte("\n"))
+		if len(rawjson.Trim(line)) == 0 {
 			continue
+		}
+		l, ok := decodeLine(line)
+		if !ok {
+			// A torn line, or one another line was glued onto: the
+			// record it ends with, if any, is whole.
+			c.Bad++
+			rec, found := jsonl.Recover(line, lineStart)
+			if !found {
+				continue
+			}
+			if l, ok = decodeLine(rec); !ok {
+				continue
+			}
 		}
 		if first {
 			first = false
@@ -472,22 +512,21 @@ func RecentCalls(path string, tail int64) ([]Call, error) {
 		buf = buf[bytes.IndexByte(buf, '\n')+1:] // a partial first line
 	}
 	var out []Call
-	for _, raw := range bytes.Split(buf, []byte("\n")) {
-		if !bytes.Contains(raw, []byte(`"t":"call"`)) {
-			continue
+	jsonl.Scan(buf, lineStart, func(raw jsonl.Line) {
+		if !raw.Ended || !bytes.Contains(raw.Bytes, []byte(`"t":"call"`)) {
+			return
 		}
-		var l Line
-		if json.Unmarshal(raw, &l) == nil && l.T == TCall {
+		if l, ok := decodeLine(raw.Bytes); ok && l.T == TCall {
 			out = append(out, l.call())
 		}
-	}
+	})
 	return out, nil
 }
 
 // RequestUnfold appends an unfold request for codes to a conversation file.
 // The writer applies it on the conversation's next request.
 func RequestUnfold(path string, codes []string) error {
-	return appendLine(path, Line{T: TUnfoldRequest, Codes: codes})
+	return appendTo(path, Line{T: TUnfoldRequest, Codes: codes})
 }
 
 // call is the Call a "call" line notes.
@@ -499,21 +538,17 @@ func (l *Line) call() Call {
 // NoteCall appends a call the model made to a conversation file. It is not
 // synced: it only tells the MCP server, about to be called, whose call it is.
 func NoteCall(path string, c Call) error {
-	return appendLine(path, Line{T: TCall, ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: c.At.UTC().Format(time.RFC3339Nano)})
+	return appendTo(path, Line{T: TCall, ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: c.At.UTC().Format(time.RFC3339Nano)})
 }
 
-// appendLine appends l to the file at path in one write, so that lines
+// appendTo appends l to the file at path in one write, so that lines
 // appended by several processes never interleave.
-func appendLine(path string, l Line) error {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+func appendTo(path string, l Line) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("foldstore: %w", err)
 	}
-	_, werr := f.Write(append(b, '\n'))
+	_, werr := jsonl.Append(f, appendLine(nil, l))
 	if err := f.Close(); werr == nil {
 		werr = err
 	}
@@ -543,4 +578,53 @@ func (s *Store) GC(age time.Duration) ([]string, error) {
 		removed = append(removed, p)
 	}
 	return removed, nil
+}
+
+// lineStart is how every line begins: rawjson.Marshal writes a Line's
+// fields in order, "t" first. A damaged line is read from the last place
+// a line begins (jsonl.Recover).
+var lineStart = []byte(`{"t":"`)
+
+var lineNames = []string{"t", "v", "api", "created", "id", "sha256", "text", "entry", "codes", "name", "ns", "args", "at"}
+
+// decodeLine decodes one line. Strings keep lone surrogates (WTF-8), so
+// a text reads back as the bytes its sha256 was taken over. ok is false
+// for anything that is not a Line.
+func decodeLine(raw []byte) (l Line, ok bool) {
+	if !rawjson.Valid(raw) {
+		return l, false
+	}
+	ok = rawjson.Members(raw, lineNames, func(k int, v []byte) (ok bool) {
+		switch k {
+		case 0:
+			l.T, ok = rawjson.String(v)
+		case 1:
+			l.V, ok = rawjson.PlainInt(v)
+		case 2:
+			l.API, ok = rawjson.String(v)
+		case 3:
+			l.Created, ok = rawjson.String(v)
+		case 4:
+			l.ID, ok = rawjson.String(v)
+		case 5:
+			l.SHA256, ok = rawjson.String(v)
+		case 6:
+			l.Text, ok = rawjson.String(v)
+		case 7:
+			en, err := engine.DecodeEntry(v)
+			l.Entry, ok = &en, err == nil
+		case 8:
+			l.Codes, ok = rawjson.Strings(v)
+		case 9:
+			l.Name, ok = rawjson.String(v)
+		case 10:
+			l.Namespace, ok = rawjson.String(v)
+		case 11:
+			l.Args, ok = rawjson.String(v)
+		case 12:
+			l.At, ok = rawjson.String(v)
+		}
+		return ok
+	})
+	return l, ok && l.T != ""
 }

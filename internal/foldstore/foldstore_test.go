@@ -2,15 +2,21 @@ package foldstore
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/jsonl"
+	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/testfs"
 )
 
 func event(seq int, texts map[string]string) *engine.Event {
@@ -242,4 +248,206 @@ func TestDefaultDir(t *testing.T) {
 	if d, _ := DefaultDir(); strings.HasPrefix(d, "relative") {
 		t.Errorf("relative XDG_STATE_HOME used: %s", d)
 	}
+}
+
+// TestFullDisk: on a real full filesystem a fold event's commit fails part
+// way and is refused; once space is back, the next events commit, and
+// every text of every committed event reads back verified. Before, the
+// failed write's torn line swallowed the next event's first text, whose
+// digest had been sent.
+func TestFullDisk(t *testing.T) {
+	fs := testfs.Tmpfs(t, 256<<10)
+	s := open(t, fs.Dir)
+	defer s.Close()
+	c, _, err := s.Conversation("anthropic-messages", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := func(n int, tag string) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("r:%s%d", tag, i)] = strings.Repeat(tag+" output line\n", 300)
+		}
+		return m
+	}
+	committed := map[string]string{}
+	first := big(1, "a")
+	if err := c.Commit(event(1, first), lookup(first)); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(committed, first)
+	fs.Fill()
+	refused := big(4, "b")
+	if err := c.Commit(event(2, refused), lookup(refused)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("commit on a full disk: %v, want ENOSPC", err)
+	}
+	if data, _ := os.ReadFile(c.Path()); data[len(data)-1] == '\n' {
+		t.Fatal("the failed commit left no torn line: the test does not test it")
+	}
+	fs.Free()
+	for seq, tag := range []string{"c", "d"} {
+		texts := big(3, tag)
+		if err := c.Commit(event(seq+3, texts), lookup(texts)); err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(committed, texts)
+	}
+	got, err := ReadFile(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := got.Records()
+	for id, text := range committed {
+		rec := recs["c"+id[2:]]
+		st, ok := got.Texts[id]
+		if !ok || st.Text != text || !st.Verified(&rec) {
+			t.Errorf("%s: stored %v, verified %v", id, ok, st.Verified(&rec))
+		}
+	}
+	for id := range refused {
+		if _, ok := recs["c"+id[2:]]; ok {
+			t.Errorf("%s: a record of the refused event is in effect", id)
+		}
+	}
+	if len(recs) != len(committed) {
+		t.Errorf("%d records in effect, want %d", len(recs), len(committed))
+	}
+}
+
+// TestFailedCommitVoided: a commit whose lines all landed but whose sync
+// failed is voided, now or with the next line written, so it never
+// replays.
+func TestFailedCommitVoided(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	c, _, _ := s.Conversation("openai-responses", "k")
+	defer c.Close()
+	texts := map[string]string{"r:1": "one"}
+	// As if the write had landed and the sync then failed: the lines are
+	// there, the event is refused.
+	buf := appendLine(nil, Line{T: TText, ID: "r:1", SHA256: registry.Sum("one"), Text: "one"})
+	en := event(1, texts).Entry()
+	buf = appendLine(buf, Line{T: TEntry, Entry: &en})
+	if _, err := jsonl.Append(c.f, buf); err != nil {
+		t.Fatal(err)
+	}
+	c.voids = append(c.voids, 1)
+	texts2 := map[string]string{"r:2": "two"}
+	if err := c.Commit(event(2, texts2), lookup(texts2)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := got.Records()
+	if _, ok := recs["c1"]; ok || len(recs) != 1 {
+		t.Fatalf("records in effect %v: the failed event replays", recs)
+	}
+}
+
+// TestLoneSurrogates: a text holding lone surrogates (half an emoji, as a
+// JavaScript client leaves when it truncates) is stored as the bytes its
+// sha256 was taken over, and reads back verified; so does a digest.
+func TestLoneSurrogates(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	c, _, _ := s.Conversation("openai-completions", "k")
+	texts := map[string]string{}
+	for i, raw := range []string{`"half \ud83d"`, `"lone \udc00 low"`, `"\ud800"`, `"pair \ud83d\ude00 and \udbff\udfff"`, `"\udc00\ud800 reversed"`} {
+		text, err := rawjson.Unquote([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[fmt.Sprintf("r:%d", i)] = text
+	}
+	ev := event(1, texts)
+	ev.Folds[0].Digest = "{#c0 FOLDED} digest of " + texts["r:0"]
+	if err := c.Commit(ev, lookup(texts)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Close()
+	got, err := ReadFile(c.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := got.Records()
+	for id, text := range texts {
+		rec := recs["c"+id[2:]]
+		st := got.Texts[id]
+		if st.Text != text || !st.Verified(&rec) {
+			t.Errorf("%s: stored %q, want %q (verified %v)", id, st.Text, text, st.Verified(&rec))
+		}
+	}
+	if !reflect.DeepEqual(got.Entries, []engine.Entry{ev.Entry()}) {
+		t.Errorf("entry replays as\n%+v\nwant\n%+v", got.Entries, ev.Entry())
+	}
+}
+
+// FuzzStore writes fold events into a conversation file, some of them
+// torn part way (a failed write, ended by the next append, or glued onto
+// by a racing process), then reads the file: every event whose lines all
+// landed is in effect with every text verified; no torn one is.
+func FuzzStore(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 0, 3, 0}, "out\nput \xed\xa0\xbd")
+	f.Add([]byte{1, 1, 1, 0}, `{"t":"text"}`)
+	f.Add([]byte{3, 7, 11, 0, 2, 0}, "x")
+	f.Fuzz(func(t *testing.T, plan []byte, text string) {
+		if len(plan) > 64 {
+			return
+		}
+		s := open(t, t.TempDir())
+		defer s.Close()
+		c, _, err := s.Conversation("anthropic-messages", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		want := map[string]string{}
+		for i, p := range plan {
+			seq := i + 1
+			texts := map[string]string{fmt.Sprintf("r:%da", seq): text + "a", fmt.Sprintf("r:%db", seq): strings.Repeat(text, int(p%5))}
+			switch p % 4 {
+			case 0, 1:
+				if err := c.Commit(event(seq, texts), lookup(texts)); err != nil {
+					t.Fatal(err)
+				}
+				maps.Copy(want, texts)
+			case 2, 3: // a write that failed part way: some of its bytes landed
+				var buf []byte
+				for id, tx := range texts {
+					buf = appendLine(buf, Line{T: TText, ID: id, SHA256: registry.Sum(tx), Text: tx})
+				}
+				en := event(seq, texts).Entry()
+				buf = appendLine(buf, Line{T: TEntry, Entry: &en})
+				cut := int(p/4) % len(buf) // never the whole: its newline is missing
+				if _, err := c.f.Write(buf[:cut]); err != nil {
+					t.Fatal(err)
+				}
+				if p%4 == 3 && cut > 0 && buf[cut-1] != '\n' {
+					// Another process's line glued on, as a race would.
+					if err := NoteCall(c.Path(), Call{ID: "x", Name: "recall_folded"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		got, err := ReadFile(c.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := got.Records()
+		for id, tx := range want {
+			rec, ok := recs["c"+id[2:]]
+			st := got.Texts[id]
+			if !ok || st.Text != tx || !st.Verified(&rec) {
+				t.Fatalf("%s: record %v, text %q verified %v", id, ok, st.Text, st.Verified(&rec))
+			}
+		}
+		if len(recs) != len(want) {
+			t.Fatalf("%d records in effect, want %d", len(recs), len(want))
+		}
+	})
 }

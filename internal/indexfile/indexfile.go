@@ -2,13 +2,14 @@
 // <sessionDir>/context-fold/<sessionId>/seed-index.jsonl, append-only.
 //
 // A record whose event did not take effect is retracted by appending a void
-// line for its seq, never by editing the file. A session without a
+// line for its seq, never by editing the file. A line torn by a failed
+// write (a full disk) never takes effect and never costs the line after it
+// (package jsonl). A session without a
 // directory (Pi's --no-session) keeps its index in memory: nothing is ever
 // written into the user's working tree (EDGES 22).
 package indexfile
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/contextfold/contextfold/internal/jsonl"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/seedindex"
 )
@@ -92,11 +94,11 @@ func (s *Store) appendLine(line []byte) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 		return fmt.Errorf("seed index: %w", err)
 	}
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("seed index: %w", err)
 	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	if _, err := jsonl.Append(f, append(line, '\n')); err != nil {
 		f.Close()
 		return fmt.Errorf("seed index: write %s: %w", s.path, err)
 	}
@@ -162,24 +164,28 @@ func (s *Store) Floor() (int, error) {
 // sure to agree with it (keys in another case, a seq that is not a plain
 // integer, a kind that is not a string).
 func ParseFloor(data []byte) (floor int) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		seq, ok, sure := lineSeq(sc.Bytes())
+	// A torn line counts too: a number it claimed must not come back.
+	jsonl.Scan(data, lineStart, func(l jsonl.Line) {
+		seq, ok, sure := lineSeq(l.Bytes)
 		if !sure {
 			var head struct {
 				Kind string `json:"kind"`
 				Seq  int    `json:"seq"`
 			}
-			ok = json.Unmarshal(sc.Bytes(), &head) == nil
+			ok = json.Unmarshal(l.Bytes, &head) == nil
 			seq = head.Seq
 		}
 		if ok {
 			floor = max(floor, seq)
 		}
-	}
+	})
 	return floor
 }
+
+// lineStart is how every line begins: "v" is the first field of a record
+// and of a void line. A damaged line is read from the last place a line
+// begins (jsonl.Recover).
+var lineStart = []byte(`{"v":`)
 
 // lineSeq reads what json.Unmarshal into {Kind string; Seq int} would:
 // the seq and whether the line decodes. sure is false when it cannot tell.
@@ -216,21 +222,22 @@ func lineSeq(line []byte) (seq int, ok, sure bool) {
 // Strings are decoded by encoding/json (a lone surrogate reads as U+FFFD);
 // the index is for rendering and search, never for verification.
 func Parse(data []byte) (out []Record, floor int) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
+	jsonl.Scan(data, lineStart, func(l jsonl.Line) {
 		var head struct {
 			Kind string `json:"kind"`
 			Seq  int    `json:"seq"`
 		}
-		if json.Unmarshal(sc.Bytes(), &head) != nil {
-			continue
+		if json.Unmarshal(l.Bytes, &head) != nil {
+			return
 		}
 		floor = max(floor, head.Seq)
+		if !l.Ended {
+			return // a write cut off: never in effect
+		}
 		switch head.Kind {
 		case "fold-index":
 			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Spans != nil {
+			if json.Unmarshal(l.Bytes, &r) == nil && r.Spans != nil {
 				out = append(out, r)
 			}
 		case "fold-retract":
@@ -242,7 +249,7 @@ func Parse(data []byte) (out []Record, floor int) {
 			}
 			out = kept
 		}
-	}
+	})
 	return out, floor
 }
 

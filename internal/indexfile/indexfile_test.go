@@ -1,12 +1,15 @@
 package indexfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/seedindex"
+	"github.com/contextfold/contextfold/internal/testfs"
 )
 
 func rec(seq int) Record {
@@ -87,5 +90,39 @@ func TestParseFloorAgreesWithParse(t *testing.T) {
 		if got := ParseFloor([]byte(l)); got != want {
 			t.Errorf("ParseFloor(%q) = %d, want %d", l, got, want)
 		}
+	}
+}
+
+// TestFullDisk: a record whose write fails on a real full disk never takes
+// effect, and the record written once there is room again reads back.
+func TestFullDisk(t *testing.T) {
+	fs := testfs.Tmpfs(t, 64<<10)
+	s := Open(fs.Dir)
+	if err := s.Append(rec(1)); err != nil {
+		t.Fatal(err)
+	}
+	fs.Fill()
+	big := rec(2)
+	big.Errors = []string{strings.Repeat("ERROR: a long line\n", 1000)}
+	if err := s.Append(big); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v", err)
+	}
+	fs.Free()
+	if err := s.Append(rec(3)); err != nil {
+		t.Fatal(err)
+	}
+	rs, _, err := s.Read()
+	if err != nil || len(rs) != 2 || rs[0].Seq != 1 || rs[1].Seq != 3 {
+		t.Fatalf("records %+v %v, want seqs 1 and 3", rs, err)
+	}
+}
+
+// TestGluedLine: a line glued onto a torn one (two writers racing) is read.
+func TestGluedLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "seed-index.jsonl")
+	os.WriteFile(p, []byte(`{"v":1,"kind":"fold-index","seq":4,"spa`+`{"v":1,"kind":"fold-index","seq":5,"spans":[]}`+"\n"), 0o644)
+	rs, floor, err := (&Store{path: p}).Read()
+	if err != nil || len(rs) != 1 || rs[0].Seq != 5 || floor != 5 {
+		t.Fatalf("%+v %d %v", rs, floor, err)
 	}
 }

@@ -170,19 +170,14 @@ func (c *conversation) close() {
 type journal struct{ c *conversation }
 
 func (j journal) Commit(ev *engine.Event) error {
-	err := j.c.file.Commit(ev, func(id string) (string, bool) {
+	// A failed commit voids itself: nothing of it replays.
+	return j.c.file.Commit(ev, func(id string) (string, bool) {
 		b, ok := j.c.eng.Live(id)
 		if !ok {
 			return "", false
 		}
 		return b.Text, true
 	})
-	if err != nil {
-		// Whatever reached the file must not replay as an event that took
-		// effect.
-		j.c.file.Record(engine.VoidEntry(ev.Seq))
-	}
-	return err
 }
 
 func (j journal) Unfold(ids []string) error {

@@ -11,6 +11,7 @@ import (
 )
 
 // FuzzParse checks, for any input: Parse fails only with ErrNotSession;
+// entries come in file order (several from one line when they are glued);
 // every entry's Raw is the input's bytes at its Offset; every durable block
 // in it is located by its own hash; and reading the input in two steps,
 // cut anywhere, gives the same ledger as reading it at once.
@@ -34,6 +35,8 @@ func FuzzParse(f *testing.F) {
 		`{"type":"context_edit","id":"b","targetId":"a","replacement":{"content":"y"}}`), uint16(100))
 	f.Add([]byte(`{"type":"session"}x`+"\n"+`{"type":"session"}`+"\n"), uint16(18))
 	f.Add([]byte("\n{\"type\":\"session\"}\r\n[1]\n{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"\\ud800\",\"timestamp\":1}}"), uint16(7))
+	// A torn entry (a full disk) with the next one glued on.
+	f.Add([]byte(hdr+`{"type":"message","id":"a","mess`+`{"type":"message","id":"b","message":{"role":"toolResult","toolCallId":"c","content":"x"}}`+"\n"), uint16(120))
 	f.Fuzz(body)
 }
 
@@ -68,13 +71,14 @@ func check(t *testing.T, l *Ledger, data []byte) {
 	if off > int64(len(data)) || off > 0 && data[off-1] != '\n' {
 		t.Fatalf("offset %d", off)
 	}
-	line := 0
+	line, prev := 0, int64(-1)
 	located := 0
 	for _, e := range l.Entries() {
-		if e.Line <= line || !bytes.Equal(data[e.Offset:e.Offset+int64(len(e.Raw))], e.Raw) {
+		// Entries glued on one line share it, in order.
+		if e.Line < line || e.Offset <= prev || !bytes.Equal(data[e.Offset:e.Offset+int64(len(e.Raw))], e.Raw) {
 			t.Fatalf("entry at line %d offset %d", e.Line, e.Offset)
 		}
-		line = e.Line
+		line, prev = e.Line, e.Offset
 		if e.Type != "message" || located > 20 {
 			continue
 		}

@@ -12,7 +12,11 @@
 //
 //   - blank lines are skipped;
 //   - a complete line that is not a JSON object is skipped and counted
-//     (Skipped);
+//     (Skipped), but for the whole entries in it: a write that failed
+//     part way (a full disk) leaves a torn line, and the next entry Pi
+//     appends is glued onto it; an entry written without its newline has
+//     the next one glued onto it too (seen in a real session file). Each
+//     whole entry is read (Pi itself skips the whole line);
 //   - a final line without its newline that is not valid JSON is a write cut
 //     off mid-line (a crash, or Pi still writing): it is skipped and flagged
 //     (Truncated), not counted;
@@ -43,6 +47,7 @@ import (
 	"sync"
 
 	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/jsonl"
 	"github.com/contextfold/contextfold/internal/parallel"
 	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/registry"
@@ -215,6 +220,10 @@ type span struct {
 type parsedLine struct {
 	blank, bad bool
 	e          Entry
+	// glued are the whole values a bad line holds (see parseLine); torn
+	// says some of it is lost.
+	glued [][]byte
+	torn  bool
 }
 
 func parseLine(line []byte) parsedLine {
@@ -222,11 +231,30 @@ func parseLine(line []byte) parsedLine {
 		return parsedLine{blank: true}
 	}
 	ms, err := rawjson.Object(line)
-	if err != nil {
-		return parsedLine{bad: true}
+	if err == nil {
+		return parsedLine{e: parseEntry(ms, line, 0, 0)}
 	}
-	return parsedLine{e: parseEntry(ms, line, 0, 0)}
+	// Whole entries from the start, then whatever entry the damaged rest
+	// ends with.
+	p := parsedLine{bad: true}
+	for i := 0; i < len(line); {
+		end, err := rawjson.ValueEnd(line, i)
+		if err != nil {
+			p.torn = true
+			if rec, ok := jsonl.Recover(line[i:], entryStart); ok {
+				p.glued = append(p.glued, rec)
+			}
+			break
+		}
+		p.glued = append(p.glued, rawjson.Trim(line[i:end]))
+		i = end
+	}
+	return p
 }
+
+// entryStart is how Pi writes every entry: JSON.stringify of an object
+// whose first key is "type".
+var entryStart = []byte(`{"type":"`)
 
 // add applies one parsed line.
 func (l *Ledger) add(p parsedLine, line []byte, lineNo int, off int64, terminated bool) error {
@@ -234,10 +262,28 @@ func (l *Ledger) add(p parsedLine, line []byte, lineNo int, off int64, terminate
 		return nil
 	}
 	if p.bad {
-		if terminated {
-			l.skipped++
-		} else {
+		if !terminated {
 			l.truncated = true
+			return nil
+		}
+		whole := !p.torn
+		for _, raw := range p.glued {
+			if !l.hasHeader {
+				whole = false // a session file starts with a header line of its own
+				break
+			}
+			ms, err := rawjson.Object(raw)
+			if err != nil {
+				whole = false // a value that is not an entry
+				continue
+			}
+			at := off + int64(cap(line)-cap(raw)) // raw aliases line
+			if err := l.add(parsedLine{e: parseEntry(ms, raw, 0, 0)}, raw, lineNo, at, true); err != nil {
+				return err
+			}
+		}
+		if !whole || len(p.glued) == 0 {
+			l.skipped++
 		}
 		return nil
 	}

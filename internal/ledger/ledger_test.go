@@ -71,7 +71,7 @@ func TestRealFiles(t *testing.T) {
 		{"session-basic.jsonl", 3, 9, "model_change,thinking_level_change,message,message,message,message,custom,message,custom", 0, "8f0c9249", 9, 5, 2, 2},
 		{"session-custom-compaction.jsonl", 3, 16, "model_change,thinking_level_change,message,message,message,message,custom,message,custom,compaction", 0, "26a90130", 16, 9, 4, 2},
 		{"session-truncated-bash-and-context-edit.jsonl", 3, 10, "model_change,thinking_level_change,message,message,message,message,custom,context_edit,message,custom", 0, "f0780ef9", 10, 5, 2, 2},
-		{"pi-mono-session.jsonl", 0, 461, "message,message,message,message,message,message,message,message,message,message", 1, "", 461, 452, 0, 2},
+		{"pi-mono-session.jsonl", 0, 463, "message,message,message,message,message,message,message,message,message,message", 0, "", 463, 454, 0, 2},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			l, err := ReadFile(filepath.Join("testdata", tc.file))
@@ -384,7 +384,10 @@ func TestTolerance(t *testing.T) {
 		{"blank lines", "\n" + hdr + "\n  \t\r\n" + msg + "\n\n", 1, 0, false, len("\n" + hdr + "\n  \t\r\n" + msg + "\n\n"), 5},
 		{"CRLF", strings.TrimSuffix(hdr, "\n") + "\r\n" + msg + "\r\n", 1, 0, false, len(hdr + msg + "\n\n\n"), 2},
 		{"malformed", hdr + "{oops\n" + `[1,2]` + "\n" + `"str"` + "\n" + msg + "\n", 1, 3, false, len(hdr + "{oops\n[1,2]\n\"str\"\n" + msg + "\n"), 5},
-		{"two entries on one line", hdr + msg + msg + "\n", 0, 1, false, len(hdr + msg + msg + "\n"), 0},
+		{"two entries on one line", hdr + msg + msg + "\n", 2, 0, false, len(hdr + msg + msg + "\n"), 2},
+		// A write that failed part way (a full disk), then the next entry.
+		{"torn then glued", hdr + msg[:30] + msg + "\n", 1, 1, false, len(hdr + msg[:30] + msg + "\n"), 2},
+		{"whole then torn", hdr + msg + msg[:30] + "\n" + msg + "\n", 2, 1, false, len(hdr + msg + msg[:30] + "\n" + msg + "\n"), 3},
 		{"truncated final line", hdr + msg + "\n" + msg[:40], 1, 0, true, len(hdr + msg + "\n"), 2},
 		{"truncated after malformed", hdr + "{oops\n" + msg[:40], 0, 1, true, len(hdr + "{oops\n"), 0},
 		{"unterminated but whole", hdr + msg, 1, 0, false, len(hdr), 2},

@@ -19,6 +19,8 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+
+	"github.com/contextfold/contextfold/internal/rawjson"
 )
 
 // Versions are the MCP protocol versions the server speaks, newest first.
@@ -82,8 +84,6 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxMessage)
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
 	for sc.Scan() {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -96,9 +96,15 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if res == nil {
 			continue // a notification
 		}
-		if err := enc.Encode(res); err != nil {
-			return fmt.Errorf("mcp: write: %w", err)
+		// Encoded as JSON.stringify would: a recalled text holding a lone
+		// surrogate (half an emoji) goes out as the \uXXXX escape it came
+		// in as, where encoding/json would write U+FFFD.
+		b, err := rawjson.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("mcp: encode: %w", err)
 		}
+		bw.Write(b)
+		bw.WriteByte('\n')
 		if err := bw.Flush(); err != nil {
 			return fmt.Errorf("mcp: write: %w", err)
 		}

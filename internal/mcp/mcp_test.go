@@ -302,3 +302,20 @@ func TestCallerScoping(t *testing.T) {
 		t.Errorf("a stale note placed the call:\n%s", text)
 	}
 }
+
+// TestAnswerKeepsLoneSurrogates: a recalled text holding a lone surrogate
+// goes to the client as the \uXXXX escape the proxy's client sent, not as
+// U+FFFD.
+func TestAnswerKeepsLoneSurrogates(t *testing.T) {
+	srv := &Server{Name: "contextfold", Version: "test", Tools: []Tool{{Name: "echo", Call: func(context.Context, json.RawMessage, json.RawMessage) (string, bool) {
+		return "half \xed\xa0\xbd an emoji", false
+	}}}}
+	var out strings.Builder
+	in := strings.NewReader(call("echo", `{}`) + "\n")
+	if err := srv.Serve(context.Background(), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"text":"half \ud83d an emoji"`) {
+		t.Fatalf("answer %s", out.String())
+	}
+}

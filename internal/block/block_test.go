@@ -1,6 +1,7 @@
 package block
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,8 +98,47 @@ func TestSameInputSameIDsEveryRun(t *testing.T) {
 			t.Fatal("ids differ between runs")
 		}
 	}
-	if a.Blocks()[1].ID != "m1:r:x" {
+	if a.Blocks()[1].ID != DupID("r:x", "") {
 		t.Fatalf("duplicate toolCallId got %s", a.Blocks()[1].ID)
+	}
+}
+
+// TestRepeatedCallIDs: a local model server that numbers its calls afresh
+// in every response repeats call ids; each repeat of a tool result (or a
+// thinking part) gets an id anchored on its own content, so it can fold;
+// a repeat of the same content, and any other kind, is positional.
+func TestRepeatedCallIDs(t *testing.T) {
+	msgs := []string{
+		`{"role":"assistant","responseId":"r1","content":[{"type":"thinking","thinking":"plan"},{"type":"toolCall","id":"call_1","name":"bash","arguments":{}}],"timestamp":1}`,
+		`{"role":"toolResult","toolCallId":"call_1","content":"first","timestamp":2}`,
+		`{"role":"assistant","responseId":"r1","content":[{"type":"thinking","thinking":"again"},{"type":"toolCall","id":"call_1","name":"bash","arguments":{}}],"timestamp":3}`,
+		`{"role":"toolResult","toolCallId":"call_1","content":"second","timestamp":4}`,
+		`{"role":"toolResult","toolCallId":"call_1","content":"second","timestamp":5}`,
+		`{"role":"user","content":"u","timestamp":6}`,
+		`{"role":"user","content":"u","timestamp":6}`,
+	}
+	var raws [][]byte
+	for _, m := range msgs {
+		raws = append(raws, []byte(m))
+	}
+	var ids []string
+	for _, b := range Linearize(raws).Blocks() {
+		ids = append(ids, b.ID)
+	}
+	want := []string{"a:r1:p0", "a:r1:p1", "r:call_1", DupID("a:r1:p0", "again"), "m2:a:r1:p1", DupID("r:call_1", "second"), "m4:" + DupID("r:call_1", "second"), "u:6", "m6:u:6"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("ids\n%q\nwant\n%q", ids, want)
+	}
+	for _, id := range want {
+		base, sum, ok := BaseID(id)
+		if isDup := strings.Contains(id, "#") && !strings.HasPrefix(id, "m"); ok != isDup || ok && (!strings.HasPrefix(id, base+"#") || len(sum) != 8) {
+			t.Errorf("BaseID(%q) = %q, %q, %v", id, base, sum, ok)
+		}
+	}
+	for _, id := range []string{"r:x#e3b0c44", "r:x#E3B0C442", "m1:r:x#e3b0c442", "r:x#e3b0c4420"} {
+		if _, _, ok := BaseID(id); ok {
+			t.Errorf("BaseID(%q) took it for a DupID", id)
+		}
 	}
 }
 

@@ -1,15 +1,50 @@
 package block
 
-import "github.com/contextfold/contextfold/internal/rawjson"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/rawjson"
+)
+
+// DupID is the durable id of a block whose anchor id another block took
+// first: the anchor, "#" and the first 8 hex digits of the sha256 of the
+// block's text. It depends only on the block, so the same block gets the
+// same id in every request and in the session file (see BaseID), wherever
+// the block that took the anchor went.
+func DupID(id, text string) string {
+	h := sha256.Sum256([]byte(text))
+	return id + "#" + hex.EncodeToString(h[:4])
+}
+
+// BaseID splits an id DupID made into its anchor id and the sha256 prefix
+// of its text; ok is false for any other id.
+func BaseID(id string) (base, sum string, ok bool) {
+	i := strings.LastIndexByte(id, '#')
+	if i < 0 || len(id)-i != 9 || !Durable(id[:i]) {
+		return "", "", false
+	}
+	for _, c := range id[i+1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", "", false
+		}
+	}
+	return id[:i], id[i+1:], true
+}
 
 // Transcript is an ordered message list linearized into blocks. It grows by
 // appending and shrinks by truncating, so an engine can follow Pi's append-only
 // context and resynchronise from the first message that differs.
 //
-// A durable id belongs to the first block that produced it; a later block
-// with the same id (a duplicated toolCallId, two user messages in one
-// millisecond) gets the positional id "m<i>:<id>" and never folds. Appending
-// never changes an earlier block's id, turn or order.
+// A durable id belongs to the first block that produced it. A later tool
+// result or thinking part with the same id (a local model server numbers
+// its tool calls call_1, call_2, … afresh in every response) gets DupID's
+// id, anchored on its own content, so it folds under a code of its own;
+// when that id is taken too (the same content again), and for any other
+// repeated id (two user messages in one millisecond), a block gets the
+// positional id "m<i>:<id>" and never folds. Appending never changes an earlier block's id, turn or
+// order.
 type Transcript struct {
 	msgs   []Message
 	blocks []Block
@@ -97,6 +132,9 @@ func (t *Transcript) AppendDecoded(m Message) *Message {
 		b.Turn = turn
 		b.Order = len(t.blocks)
 		if Durable(b.ID) {
+			if _, taken := t.owner[b.ID]; taken && (b.Kind == ToolResult || b.Kind == Thinking) {
+				b.ID = DupID(b.ID, b.Text)
+			}
 			if _, taken := t.owner[b.ID]; taken {
 				b.ID = positional(i, b.ID)
 			} else {

@@ -36,18 +36,17 @@ const boundedNameChars = 40
 // Bounded returns the bounded view of a tool result that must not be sent
 // whole: at most maxTokens (tokens.Block) when maxTokens ≥ MinBoundedTokens,
 // else at most MinBoundedTokens. blockTokens is the result's full cost.
-func Bounded(id, toolName, text string, isError bool, blockTokens, maxTokens int) string {
-	return BoundedLines(id, toolName, text, isError, blockTokens, maxTokens, risk.Lines(text, risk.Error))
+func Bounded(code, toolName, text string, isError bool, blockTokens, maxTokens int) string {
+	return BoundedLines(code, toolName, text, isError, blockTokens, maxTokens, risk.Lines(text, risk.Error))
 }
 
 // BoundedLines is Bounded with the text's flagged lines precomputed (any
 // class; only errors are used), so a caller that classified the text for its
 // digest does not scan a large result twice.
-func BoundedLines(id, toolName, text string, isError bool, blockTokens, maxTokens int, flagged []risk.Line) string {
+func BoundedLines(code, toolName, text string, isError bool, blockTokens, maxTokens int, flagged []risk.Line) string {
 	maxTokens = max(maxTokens, MinBoundedTokens)
 	// tokens.Block is ceil(units/4) + BlockOverhead: this many units fit.
 	room := (maxTokens - tokens.BlockOverhead) * tokens.CharsPerToken
-	code := Code(id)
 	in := boundedInput{
 		code:   code,
 		tag:    Tag(code),

@@ -278,10 +278,10 @@ func TestBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			view := Bounded("r:t", "bash", tt.text, false, tokens.Block(tt.text), tt.cap)
+			view := Bounded(Code("r:t"), "bash", tt.text, false, tokens.Block(tt.text), tt.cap)
 			sh := checkBounded(t, "r:t", tt.text, view, tt.cap)
 			tt.check(t, view, sh)
-			if again := Bounded("r:t", "bash", tt.text, false, tokens.Block(tt.text), tt.cap); again != view {
+			if again := Bounded(Code("r:t"), "bash", tt.text, false, tokens.Block(tt.text), tt.cap); again != view {
 				t.Fatal("Bounded is not deterministic")
 			}
 		})
@@ -293,7 +293,7 @@ func TestBoundedIsErrorAndLongLines(t *testing.T) {
 	// counts it as not shown and says where it is.
 	huge := "error: " + strings.Repeat("x", 20_000)
 	text := lines(100, filler) + huge + "\n" + lines(100, filler)
-	view := Bounded("r:e", "", text, true, tokens.Block(text), 1000)
+	view := Bounded(Code("r:e"), "", text, true, tokens.Block(text), 1000)
 	sh := checkBounded(t, "r:e", text, view, 1000)
 	if sh.omitted != 1 || !strings.Contains(view, "{#"+Code("r:e")+" FOLDED} result → error, 201 lines") ||
 		!strings.Contains(view, "(first at line 101): recall_folded "+Code("r:e")+" grep=error matches it") {
@@ -331,7 +331,7 @@ func TestBoundedGolden(t *testing.T) {
 	}
 	var b strings.Builder
 	for _, c := range cases {
-		view := Bounded("r:"+c.name, c.tool, c.text, c.isError, tokens.Block(c.text), c.cap)
+		view := Bounded(Code("r:"+c.name), c.tool, c.text, c.isError, tokens.Block(c.text), c.cap)
 		checkBounded(t, "r:"+c.name, c.text, view, c.cap)
 		fmt.Fprintf(&b, "=== %s (cap %d tok, view %d tok)\n%s\n", c.name, c.cap, tokens.Block(view), view)
 	}
@@ -361,7 +361,7 @@ func FuzzBounded(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, reps uint8, cap uint16) {
 		// Repeat the input so that most cases are too large for the cap.
 		text := strings.Repeat(s, int(reps)+1)
-		view := Bounded("r:f", "bash", text, false, tokens.Block(text), int(cap))
+		view := Bounded(Code("r:f"), "bash", text, false, tokens.Block(text), int(cap))
 		checkBounded(t, "r:f", text, view, int(cap))
 	})
 }
@@ -378,8 +378,8 @@ func TestShowLinesReadsBoundedViews(t *testing.T) {
 		}
 		return filler(i)
 	})
-	view := Bounded("r:s", "bash", text, false, tokens.Block(text), 600)
-	if !IsBounded(view) || IsBounded(ToolResult("r:s", "bash", text, false, 9, DefaultLimits)) {
+	view := Bounded(Code("r:s"), "bash", text, false, tokens.Block(text), 600)
+	if !IsBounded(view) || IsBounded(ToolResult(Code("r:s"), "bash", text, false, 9, DefaultLimits)) {
 		t.Fatal("IsBounded does not tell a bounded view from a digest")
 	}
 	got := ShowLines(view, []string{"error: in the head, indented", "ERROR: step 0 failed", "FAIL: in the tail", "ERROR: never there"})

@@ -1,11 +1,14 @@
 // Package digest writes what a folded block becomes: a {#code FOLDED} tag and
 // a short deterministic body that keeps the block's error lines verbatim.
 //
-// The code is a pure function of the block's durable id (FNV-1a over its
-// UTF-16 code units, mod 36^6, six base-36 digits), so the same block has the
-// same code in every session and every process. The engine is the only author
-// of the tag: text a policy supplies is stripped of anything tag-shaped before
-// the authoritative tag is prepended (DESIGN §8 invariant 2).
+// The code is a pure function of the block's durable id and the
+// conversation it belongs to (FNV-1a over their UTF-16 code units, mod 36^6,
+// six base-36 digits; see ScopedCode), so the same block has the same code
+// in every process, and two conversations whose clients number their tool
+// calls alike (call_1, call_2, …) still get different codes. The engine is
+// the only author of the tag: text a policy supplies is stripped of
+// anything tag-shaped before the authoritative tag is prepended (DESIGN §8
+// invariant 2).
 package digest
 
 import (
@@ -20,6 +23,17 @@ import (
 
 // codeSpace is 36^6: every code fits six base-36 digits.
 const codeSpace = 36 * 36 * 36 * 36 * 36 * 36
+
+// ScopedCode returns the fold code of durable block id in the conversation
+// named scope (a Pi session id, a proxy conversation): Code of scope, a NUL
+// and id. An empty scope gives Code(id), the code of a block outside any
+// conversation (benchmark replays, records older than scoping).
+func ScopedCode(scope, id string) string {
+	if scope == "" {
+		return Code(id)
+	}
+	return Code(scope + "\x00" + id)
+}
 
 // Code returns the six-character fold code of a durable block id.
 func Code(id string) string {
@@ -92,14 +106,14 @@ func ParseCode(s string) (string, bool) {
 	return m[1], true
 }
 
-// Authored prepends the authoritative tag for id to a body, after stripping
-// any tag the body carries.
-func Authored(id, body string) string {
+// Authored prepends the authoritative tag for code to a body, after
+// stripping any tag the body carries.
+func Authored(code, body string) string {
 	body = StripTags(body)
 	if body == "" {
-		return Tag(Code(id))
+		return Tag(code)
 	}
-	return Tag(Code(id)) + " " + body
+	return Tag(code) + " " + body
 }
 
 // Limits bound the verbatim risk lines a tool-result digest keeps.
@@ -426,13 +440,13 @@ func plural(n int, one, many string) string {
 // ToolResult returns the digest of a tool result: the tag, then
 // "name → N lines, ~T tok · first line", then its risk lines. tokens is the
 // block's full cost.
-func ToolResult(id, toolName, text string, isError bool, blockTokens int, lim Limits) string {
-	return ToolResultLines(id, toolName, text, isError, blockTokens, lim, risk.Lines(text, risk.Warning))
+func ToolResult(code, toolName, text string, isError bool, blockTokens int, lim Limits) string {
+	return ToolResultLines(code, toolName, text, isError, blockTokens, lim, risk.Lines(text, risk.Warning))
 }
 
 // ToolResultLines is ToolResult with the text's flagged lines precomputed.
-func ToolResultLines(id, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line) string {
-	return ToolResultSource(id, toolName, text, isError, blockTokens, lim, lines, Source{})
+func ToolResultLines(code, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line) string {
+	return ToolResultSource(code, toolName, text, isError, blockTokens, lim, lines, Source{})
 }
 
 // Source is what the engine knows, when a result folds, about where its
@@ -453,13 +467,13 @@ type Source struct {
 // ToolResultSource is ToolResultLines with what is known of the result's
 // source: "name subject → N lines, ~T tok, may have changed since; read
 // again later · first line". Its risk lines are exactly ToolResultLines'.
-func ToolResultSource(id, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line, src Source) string {
+func ToolResultSource(code, toolName, text string, isError bool, blockTokens int, lim Limits, lines []risk.Line, src Source) string {
 	name := toolName
 	if name == "" {
 		name = "result"
 	}
 	var b strings.Builder
-	b.WriteString(Tag(Code(id)))
+	b.WriteString(Tag(code))
 	b.WriteByte(' ')
 	b.WriteString(name)
 	if src.Subject != "" {
@@ -495,7 +509,7 @@ func ToolResultSource(id, toolName, text string, isError bool, blockTokens int, 
 		b.WriteString(" · ")
 		b.WriteString(peek)
 	}
-	r := SelectRiskLines(Code(id), lines, lim)
+	r := SelectRiskLines(code, lines, lim)
 	for _, l := range r.Lines {
 		b.WriteByte('\n')
 		b.WriteString(l)
@@ -518,9 +532,9 @@ func writeStale(b *strings.Builder, src Source) {
 }
 
 // Thinking returns the digest of a thinking part: "thought · ~T tok · first line".
-func Thinking(id, text string) string {
+func Thinking(code, text string) string {
 	var b strings.Builder
-	b.WriteString(Tag(Code(id)))
+	b.WriteString(Tag(code))
 	b.WriteString(" thought · ~")
 	b.WriteString(strconv.Itoa(tokens.Estimate(text)))
 	b.WriteString(" tok")

@@ -39,11 +39,11 @@ func TestParseAndStripTags(t *testing.T) {
 			t.Errorf("ParseCode(%q) accepted", bad)
 		}
 	}
-	got := Authored("r:c1", "{#abcdef FOLDED} my digest {#zzzzzz FOLDED}")
+	got := Authored(Code("r:c1"), "{#abcdef FOLDED} my digest {#zzzzzz FOLDED}")
 	if got != "{#0qq769 FOLDED} my digest" {
 		t.Errorf("Authored = %q", got)
 	}
-	if got := Authored("r:c1", "{#abcdef FOLDED}"); got != "{#0qq769 FOLDED}" {
+	if got := Authored(Code("r:c1"), "{#abcdef FOLDED}"); got != "{#0qq769 FOLDED}" {
 		t.Errorf("Authored of a bare tag = %q", got)
 	}
 }
@@ -80,7 +80,7 @@ func TestToolResultDigest(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		got := ToolResult("r:c1", tt.tool, tt.text, tt.isError, tt.tokens, DefaultLimits)
+		got := ToolResult(Code("r:c1"), tt.tool, tt.text, tt.isError, tt.tokens, DefaultLimits)
 		if got != tt.want {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
@@ -244,7 +244,7 @@ func checkRisk(t *testing.T, text string, lim Limits) {
 }
 
 func TestThinkingDigest(t *testing.T) {
-	got := Thinking("a:x:p0", "\n  Let me look at the file first.\nThen decide.")
+	got := Thinking(Code("a:x:p0"), "\n  Let me look at the file first.\nThen decide.")
 	want := "{#" + Code("a:x:p0") + " FOLDED} thought · ~12 tok · Let me look at the file first."
 	if got != want {
 		t.Errorf("got %q want %q", got, want)

@@ -27,7 +27,7 @@ func TestSplitLines(t *testing.T) {
 		}
 	}
 	// The digest counts blank lines too: lines=a-b addresses them.
-	if got := ToolResult("r:x", "bash", "a\n\nb\n", false, 5, DefaultLimits); got != Tag(Code("r:x"))+" bash → 3 lines, ~5 tok · a" {
+	if got := ToolResult(Code("r:x"), "bash", "a\n\nb\n", false, 5, DefaultLimits); got != Tag(Code("r:x"))+" bash → 3 lines, ~5 tok · a" {
 		t.Errorf("digest %q", got)
 	}
 }

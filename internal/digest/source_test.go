@@ -32,14 +32,14 @@ func TestToolResultSource(t *testing.T) {
 			code + " read a.go → empty, may have changed since; written later"},
 	}
 	for _, tt := range tests {
-		got := ToolResultSource("r:c1", tt.tool, tt.text, tt.isError, 12, DefaultLimits, lines, tt.src)
+		got := ToolResultSource(Code("r:c1"), tt.tool, tt.text, tt.isError, 12, DefaultLimits, lines, tt.src)
 		if got != tt.want {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
 	}
 	// The risk lines are exactly the plain digest's.
-	plain := ToolResultLines("r:c1", "read", text, false, 12, DefaultLimits, lines)
-	withSrc := ToolResultSource("r:c1", "read", text, false, 12, DefaultLimits, lines, Source{Subject: "a", File: true, Later: "read again later"})
+	plain := ToolResultLines(Code("r:c1"), "read", text, false, 12, DefaultLimits, lines)
+	withSrc := ToolResultSource(Code("r:c1"), "read", text, false, 12, DefaultLimits, lines, Source{Subject: "a", File: true, Later: "read again later"})
 	if tail(plain) != tail(withSrc) {
 		t.Errorf("risk lines differ:\n%q\n%q", plain, withSrc)
 	}

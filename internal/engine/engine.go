@@ -50,6 +50,11 @@ type Config struct {
 	DefaultWindow int
 	// Cost is the token oracle for a block's text (tokens.Block by default).
 	Cost func(string) int
+	// Scope names the conversation (a Pi session id, a proxy conversation):
+	// a block's fold code is digest.ScopedCode(Scope, id), so conversations
+	// whose clients reuse tool-call ids still fold under different codes.
+	// "" gives unscoped codes (benchmark replays).
+	Scope string
 }
 
 func (c Config) withDefaults() Config {
@@ -229,6 +234,9 @@ func New(cfg Config) *Engine {
 // Config returns the effective configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
+// Code returns the fold code of block id in this engine's conversation.
+func (e *Engine) Code(id string) string { return digest.ScopedCode(e.cfg.Scope, id) }
+
 // SetKnobs changes the knobs for future folds; frozen bytes never move.
 func (e *Engine) SetKnobs(k policy.Knobs) { e.cfg.Knobs = k }
 
@@ -381,49 +389,25 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 			e.roles.add(i, e.tr.Message(i).Role)
 		}
 	}
-	// Decoding, and hashing the blocks that come back frozen, is per message
-	// and pure: spread over the cores (a resume appends thousands at once),
-	// then linked in order.
+	// Decoding, and hashing the blocks whose id has a fold record, is per
+	// message and pure: spread over the cores (a resume appends thousands
+	// at once), then linked in order.
 	base := e.tr.Len()
 	decoded := make([]block.Message, len(msgs))
-	sums := make([][]string, len(msgs))
 	parallel.For(len(msgs), 64, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			decoded[k] = block.Decode(msgs[k], base+k)
-			for j, b := range decoded[k].Blocks {
-				if _, ok := e.frozen[b.ID]; ok && b.Foldable() {
-					if sums[k] == nil {
-						sums[k] = make([]string, len(decoded[k].Blocks))
-					}
-					sums[k][j] = registry.Sum(b.Text)
-				}
-			}
+			e.claim(&decoded[k])
 		}
 	})
 	for k := range msgs {
-		pre := decoded[k].Blocks
 		e.tr.AppendDecoded(decoded[k])
 		e.roles.add(e.tr.Len()-1, decoded[k].Role)
-		for j, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
+		for _, b := range e.tr.MessageBlocks(e.tr.Len() - 1) {
 			m := meta{}
 			if f, ok := e.frozen[b.ID]; ok && b.Foldable() {
-				sum := ""
-				if sums[k] != nil && pre[j].ID == b.ID {
-					sum = sums[k][j]
-				}
-				if sum == "" {
-					sum = registry.Sum(b.Text)
-				}
-				if rec, _ := e.reg.Get(b.ID); rec != nil && rec.SHA256 != "" && sum != rec.SHA256 {
-					// The block's content changed after it folded (a context_edit,
-					// another extension's rewrite): the frozen digest describes other
-					// bytes, so the new content goes out raw and is never refolded
-					// under the old id, while the old handle still recalls the original.
-					e.rejected[b.ID] = true
-				} else {
-					m.frozen = f
-					e.version++ // a frozen block (re)entered the context
-				}
+				m.frozen = f
+				e.version++ // a frozen block (re)entered the context
 			}
 			e.meta = append(e.meta, m)
 			e.view = append(e.view, policy.ViewBlock{
@@ -434,6 +418,39 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 			e.index(b.Order)
 		}
 	}
+}
+
+// claim renames, in a decoded message, each foldable block whose durable id
+// has a fold record for other content: that id belongs to another block
+// (one that took the anchor first and has left the context, a content
+// another extension or a context_edit replaced since it folded). Such a
+// block gets block.DupID's id, anchored on its own content: the frozen
+// digest of other bytes is never applied to it, the record's code still
+// recalls the original, and the block may fold under a code of its own.
+// A record without a sha256 (legacy) cannot tell; its id is left alone.
+func (e *Engine) claim(m *block.Message) {
+	for j := range m.Blocks {
+		b := &m.Blocks[j]
+		if !b.Foldable() || !block.Durable(b.ID) {
+			continue
+		}
+		if rec, ok := e.reg.Get(b.ID); ok && rec.SHA256 != "" && registry.Sum(b.Text) != rec.SHA256 {
+			b.ID = block.DupID(b.ID, b.Text)
+		}
+	}
+}
+
+// Linearize decodes msgs into a transcript whose ids are the ones this
+// engine gives them (see claim): for a span of the conversation that is
+// not the context the engine holds (what a compaction takes out of it).
+func (e *Engine) Linearize(msgs [][]byte) *block.Transcript {
+	t := block.NewTranscript()
+	for i, raw := range msgs {
+		m := block.Decode(raw, i)
+		e.claim(&m)
+		t.AppendDecoded(m)
+	}
+	return t
 }
 
 // Step runs the pipeline for one request.
@@ -684,9 +701,9 @@ func (e *Engine) ensureMeta(k int) *meta {
 	lines := risk.Lines(b.Text, risk.Warning)
 	switch b.Kind {
 	case block.ToolResult:
-		m.digest = digest.ToolResultSource(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits, lines, e.source(k))
+		m.digest = digest.ToolResultSource(e.Code(b.ID), b.ToolName, b.Text, b.IsError, b.Tokens, e.cfg.Limits, lines, e.source(k))
 	case block.Thinking:
-		m.digest = digest.Thinking(b.ID, b.Text)
+		m.digest = digest.Thinking(e.Code(b.ID), b.Text)
 	}
 	m.tokens = e.cfg.Cost(m.digest)
 	f := seedindex.ExtractLines(b.Text, lines)
@@ -902,7 +919,7 @@ func (e *Engine) lower(dec policy.Decision, over []oversized, v *policy.View, re
 		m := e.ensureMeta(k)
 		text := m.digest
 		if body, ok := dec.Digests[id]; ok {
-			text = digest.Authored(id, body)
+			text = digest.Authored(e.Code(id), body)
 		}
 		if !invalidated && e.cfg.Cost(text) >= b.Tokens {
 			return false // folding would not make it smaller
@@ -918,7 +935,7 @@ func (e *Engine) lower(dec policy.Decision, over []oversized, v *policy.View, re
 		b := &blocks[k]
 		m := e.ensureMeta(k)
 		taken[id] = true
-		code := digest.Code(id)
+		code := e.Code(id)
 		if e.reg.Collides(id, code) || (codes[code] != "" && codes[code] != id) {
 			e.rejected[id] = true // held raw for the session from now on
 			delete(taken, id)     // not part of this event

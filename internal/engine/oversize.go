@@ -95,7 +95,7 @@ func (e *Engine) oversize(v *policy.View) []oversized {
 		}
 
 		b := &e.tr.Blocks()[k]
-		text := digest.Bounded(b.ID, b.ToolName, b.Text, b.IsError, b.Tokens, limit)
+		text := digest.Bounded(e.Code(b.ID), b.ToolName, b.Text, b.IsError, b.Tokens, limit)
 		cost := e.cfg.Cost(text)
 		if cost >= b.Tokens {
 			continue // not smaller: deliver it whole

@@ -664,6 +664,12 @@ func (l *Ledger) Locate(id, sha string) (Found, error) {
 	defer l.mu.Unlock()
 	l.buildIndex()
 	cs := l.index[id]
+	if base, prefix, ok := block.BaseID(id); ok && len(cs) == 0 && strings.HasPrefix(sha, prefix) {
+		// A block whose anchor another block took first (block.DupID):
+		// decoded alone, each message gives the anchor; the sha256 tells
+		// which candidate is this block.
+		cs = l.index[base]
+	}
 	if len(cs) == 0 {
 		return Found{}, fmt.Errorf("block %s: %w", id, ErrNotFound)
 	}
@@ -740,8 +746,9 @@ func (l *Ledger) found(id string, c candidate) (Found, bool) {
 		f.Edited, f.EditID, f.EditLine = true, ed.ID, ed.Line
 	}
 	m := block.Decode(raw, 0)
+	base, _, dup := block.BaseID(id)
 	for _, b := range m.Blocks {
-		if b.ID == id {
+		if b.ID == id || dup && b.ID == base {
 			f.Text = b.Text
 			f.SHA256 = registry.Sum(b.Text)
 			f.Kind = b.Kind

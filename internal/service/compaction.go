@@ -6,7 +6,6 @@ import (
 
 	"github.com/contextfold/contextfold/internal/block"
 	"github.com/contextfold/contextfold/internal/compact"
-	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/indexfile"
 	"github.com/contextfold/contextfold/internal/policy"
@@ -68,7 +67,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	if ss.conf.Compact == "native" {
 		return &CompactResult{Native: true}, nil
 	}
-	leaving := block.Linearize(rawsOf(p.Messages))
+	leaving := ss.eng.Linearize(rawsOf(p.Messages))
 	seq := ss.eng.LastSeq() + 1
 	res := &CompactResult{Seq: seq}
 
@@ -84,7 +83,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 		if _, ok := ss.eng.Registry().Get(b.ID); ok {
 			continue
 		}
-		code := digest.Code(b.ID)
+		code := ss.eng.Code(b.ID)
 		if ss.eng.Registry().Collides(b.ID, code) || (codes[code] != "" && codes[code] != b.ID) {
 			res.Skipped = append(res.Skipped, b.ID)
 			continue
@@ -107,7 +106,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 		case block.User:
 			users = append(users, b)
 		case block.ToolResult, block.Thinking:
-			sp := seedindex.Span{ID: b.ID, Code: digest.Code(b.ID), Tool: b.ToolName, Kind: b.Kind.String(), Turn: b.Turn, SHA256: registry.Sum(b.Text)}
+			sp := seedindex.Span{ID: b.ID, Code: ss.eng.Code(b.ID), Tool: b.ToolName, Kind: b.Kind.String(), Turn: b.Turn, SHA256: registry.Sum(b.Text)}
 			sp.Bytes, sp.Lines = registry.Extent(b.Text)
 			name := b.ToolName
 			if c, ok := calls[b.CallID]; ok && name == "" {
@@ -156,8 +155,8 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 				msgs = append(msgs, e.Message)
 			}
 		}
-		if found && covers(msgs, leaving) {
-			history = block.Linearize(msgs).Blocks()
+		if found && covers(ss.eng, msgs, leaving) {
+			history = ss.eng.Linearize(msgs).Blocks()
 		}
 	}
 	all := map[string]string{}
@@ -170,9 +169,9 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 
 // covers reports whether every durable block leaving now is in msgs, so the
 // branch history can stand in for the two arrays Pi handed over.
-func covers(msgs [][]byte, leaving *block.Transcript) bool {
+func covers(e *engine.Engine, msgs [][]byte, leaving *block.Transcript) bool {
 	have := map[string]bool{}
-	for _, b := range block.Linearize(msgs).Blocks() {
+	for _, b := range e.Linearize(msgs).Blocks() {
 		have[b.ID] = true
 	}
 	for _, b := range leaving.Blocks() {

@@ -78,7 +78,7 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	if len(msgs) == 0 {
 		return empty, nil
 	}
-	tr := block.Linearize(msgs)
+	tr := ss.eng.Linearize(msgs)
 	codes := map[string]string{}
 	for _, rec := range ss.eng.Registry().All() {
 		codes[rec.ID] = rec.Code

@@ -61,9 +61,10 @@ func offlineSession(t *testing.T, msgs []json.RawMessage, act func(call func(met
 }
 
 // TestOfflineSearchWarnsOfUnverifiedLines: a session file whose folded
-// block was edited after the fold. Recall by code warns (it always did);
-// search must too, in the block's line and in the answer's first line, so
-// no line of unverified text reads as the folded bytes (EDGES 24).
+// block was edited after the fold. Its text, in the file and in the
+// history replayed from it, is not the folded bytes: recall by code and
+// search both refuse it and say why (EDGES 24: every route verifies the
+// same way), and no line of it reads as the folded bytes.
 func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 	file := offlineSession(t, messages(30, ""), nil, func(m []json.RawMessage) {
 		m[2] = json.RawMessage(strings.Replace(string(m[2]), "step 0 failed", "step 0 passed after all", 1))
@@ -72,20 +73,19 @@ func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tampered, clean := digest.Code("r:c0"), digest.Code("r:c1")
+	tampered, clean := digest.ScopedCode("s1", "r:c0"), digest.ScopedCode("s1", "r:c1")
 	res, err := svc.Recall(RecallParams{Search: "passed after all"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, _ := strings.Cut(res.Text, "\n")
-	if !strings.Contains(first, "⚠ lines from 1 block are UNVERIFIED") || !strings.HasSuffix(first, ": "+tampered) ||
-		!strings.Contains(res.Text, "=== "+tampered+" (tool_result bash · turn 1) — ⚠ UNVERIFIED: this text failed the fold-time sha256 check") ||
-		!strings.Contains(res.Text, "76: ERROR: step 0 passed after all") {
+	if strings.Contains(res.Text, "passed after all\n") || strings.Contains(res.Text, "76: ") ||
+		!strings.Contains(res.Text, tampered+" — not searched: the session file's text for #"+tampered+" failed the fold-time sha256 check") {
 		t.Fatalf("search over a tampered block:\n%s", res.Text)
 	}
-	// A verified block says so, and the answer carries no warning.
+	// A verified block says so; the answer says which block it could not
+	// search, and flags no line as unverified.
 	res, _ = svc.Recall(RecallParams{Search: "step 1 failed"})
-	if strings.Contains(res.Text, "⚠") || !strings.Contains(res.Text, "=== "+clean+" (tool_result bash · turn 1) — sha256 verified ===") {
+	if strings.Contains(res.Text, "UNVERIFIED") || !strings.Contains(res.Text, "⚠ "+tampered+" — not searched") || !strings.Contains(res.Text, "=== "+clean+" (tool_result bash · turn 1) — sha256 verified ===") {
 		t.Fatalf("search over a verified block:\n%s", res.Text)
 	}
 	// Both routes agree: recall by code and by code plus search warn too.
@@ -100,7 +100,7 @@ func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 // TestInspectShowsUnfoldedBlocks: a block the agent unfolded is listed as
 // unfolded, not folded, and masks no tokens.
 func TestInspectShowsUnfoldedBlocks(t *testing.T) {
-	code := digest.Code("r:c0")
+	code := digest.ScopedCode("s1", "r:c0")
 	msgs := messages(30, "")
 	folded := offlineSession(t, msgs, nil, nil)
 	unfolded := offlineSession(t, msgs, func(call func(string, any, any)) {

@@ -38,7 +38,7 @@ func TestRecallOfABoundedResult(t *testing.T) {
 	if out.Event == nil || out.Event.Trigger != "oversize" || out.Event.Blocks != 1 || len(ad.entries) != 1 {
 		t.Fatalf("want one committed oversize event: %+v", out)
 	}
-	code := digest.Code("r:big")
+	code := digest.ScopedCode("s1", "r:big")
 	var res ToolResult
 	call(t, c, "recall", RecallParams{Codes: []string{code}, Lines: "2499-2501"}, &res)
 	want := "2499: " + lines[2498] + "\n2500: " + lines[2499] + "\n2501: " + lines[2500]

@@ -184,6 +184,7 @@ func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term str
 		seen[b.ID] = true
 		rec, _ := ss.eng.Registry().Get(b.ID)
 		note, unverified := recall.Verified, false
+		code := ss.eng.Code(b.ID)
 		switch {
 		case rec == nil:
 			note, unverified = recall.NoRecord, true
@@ -192,7 +193,10 @@ func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term str
 		case registry.Sum(b.Text) != rec.SHA256:
 			note, unverified = recall.Mismatch, true
 		}
-		blocks = append(blocks, recall.Block{Code: digest.Code(b.ID), Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text, Unverified: unverified})
+		if rec != nil {
+			code = rec.Code
+		}
+		blocks = append(blocks, recall.Block{Code: code, Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text, Unverified: unverified})
 	}
 	unread := 0
 	for _, rec := range ss.eng.Registry().All() {

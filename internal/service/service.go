@@ -249,6 +249,10 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 	conf := config.Load(p.Env, configFile(p.AgentDir))
 	cfg.Knobs = conf.Knobs
 	cfg.Policy = schedule.Profile(conf.Policy)
+	// Codes are the session's own: a handoff child and its parent, or two
+	// sessions of a model server that numbers its calls alike, never
+	// share one.
+	cfg.Scope = p.SessionID
 	ss := &session{
 		id: p.SessionID, file: p.SessionFile, dir: p.SessionDir, tm: telemetry.New(), conf: conf, agentDir: p.AgentDir, dump: p.Env["CONTEXTFOLD_DUMP"], env: p.Env,
 		eng:        engine.New(cfg),

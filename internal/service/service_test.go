@@ -164,7 +164,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	if out := turn(t, c, 0, msgs, 16_000); out.Event == nil {
 		t.Fatal("no fold")
 	}
-	code := digest.Code("r:c0")
+	code := digest.ScopedCode("s1", "r:c0")
 	var res ToolResult
 	call(t, c, "recall", RecallParams{Codes: []string{"{#" + code + " FOLDED}"}}, &res)
 	if !strings.Contains(res.Text, "✓ "+code+" — bash · session file · sha256 verified") || !strings.Contains(res.Text, "ERROR: step 0 failed\nc0 line 76") {
@@ -196,7 +196,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 		t.Fatalf("lines=76-76:\n%s", res.Text)
 	}
 	// Never-folded and unknown codes are not served (EDGES 12).
-	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c29"), "zzzzzz"}}, &res)
+	call(t, c, "recall", RecallParams{Codes: []string{digest.ScopedCode("s1", "r:c29"), "zzzzzz"}}, &res)
 	if strings.Count(res.Text, "no folded block with that code") != 2 {
 		t.Fatalf("never-folded codes:\n%s", res.Text)
 	}
@@ -219,7 +219,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	// labelled with its route; the block that fails its check is not
 	// searched, and the answer says so rather than "no match".
 	call(t, c, "recall", RecallParams{Search: "step 3 failed"}, &res)
-	if !strings.Contains(res.Text, "=== "+digest.Code("r:c3")+" (tool_result bash · turn 0) — sha256 verified ===") {
+	if !strings.Contains(res.Text, "=== "+digest.ScopedCode("s1", "r:c3")+" (tool_result bash · turn 0) — sha256 verified ===") {
 		t.Fatalf("search:\n%s", res.Text)
 	}
 	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
@@ -246,7 +246,7 @@ func TestRecallWithoutASessionFileUsesEntries(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(`{"type":"message","id":"e%d","parentId":null,"timestamp":"t","message":%s}`, i, m))
 	}
 	var res ToolResult
-	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c1")}, Entries: strings.Join(lines, "\n")}, &res)
+	call(t, c, "recall", RecallParams{Codes: []string{digest.ScopedCode("s1", "r:c1")}, Entries: strings.Join(lines, "\n")}, &res)
 	if !strings.Contains(res.Text, "sha256 verified") {
 		t.Fatalf("no-session recall:\n%.300s", res.Text)
 	}
@@ -258,9 +258,9 @@ func TestUnfoldAndResync(t *testing.T) {
 	call(t, c, "open", OpenParams{SessionID: "s1"}, nil)
 	out := turn(t, c, 0, msgs, 16_000)
 	n := len(*out.Placements)
-	code := digest.Code("r:c0")
+	code := digest.ScopedCode("s1", "r:c0")
 	var res ToolResult
-	call(t, c, "unfold", UnfoldParams{Codes: []string{code, code, "#" + digest.Code("r:c29")}}, &res)
+	call(t, c, "unfold", UnfoldParams{Codes: []string{code, code, "#" + digest.ScopedCode("s1", "r:c29")}}, &res)
 	if !strings.Contains(res.Text, "✓ "+code) || !strings.Contains(res.Text, "• "+code+" — already unfolded") || !strings.Contains(res.Text, "✗ #") {
 		t.Fatalf("unfold:\n%s", res.Text)
 	}
@@ -287,8 +287,8 @@ func TestCompactionRecordsEveryLeavingBlockPerBlock(t *testing.T) {
 	dir := t.TempDir()
 	call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: dir}, nil)
 	msgs := messages(6, "")
-	// Two results whose ids share a fold code (r:call_179599 / r:call_362382).
-	for _, id := range []string{"call_179599", "call_362382"} {
+	// Two results whose ids share a fold code in session s1 (r:call_109369 / r:call_1041042).
+	for _, id := range []string{"call_109369", "call_1041042"} {
 		msgs = append(msgs,
 			json.RawMessage(`{"role":"assistant","content":[{"type":"toolCall","id":"`+id+`","name":"bash","arguments":{"command":"x"}}],"responseId":"r`+id+`","timestamp":900}`),
 			json.RawMessage(`{"role":"toolResult","toolCallId":"`+id+`","toolName":"bash","content":[{"type":"text","text":"ERROR: in `+id+`\nsrc/app/main.go"}],"isError":true,"timestamp":901}`))
@@ -298,13 +298,13 @@ func TestCompactionRecordsEveryLeavingBlockPerBlock(t *testing.T) {
 	if err := call(t, c, "compact", CompactParams{Messages: msgs}, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Skipped) != 1 || res.Skipped[0] != "r:call_362382" || res.Recorded != 7 {
+	if len(res.Skipped) != 1 || res.Skipped[0] != "r:call_1041042" || res.Recorded != 7 {
 		t.Fatalf("recorded %d skipped %v", res.Recorded, res.Skipped)
 	}
 	if len(ad.entries) != 1 || !strings.Contains(string(ad.entries[0]), `"trigger":"compact"`) || strings.Contains(string(ad.entries[0]), `"digest"`) {
 		t.Fatalf("compaction entry: %.300s", ad.entries)
 	}
-	for _, want := range []string{"ERROR: in call_179599", "ERROR: step 3 failed", "`src/app/main.go`", digest.Tag(digest.Code("r:c2"))} {
+	for _, want := range []string{"ERROR: in call_109369", "ERROR: step 3 failed", "`src/app/main.go`", digest.Tag(digest.ScopedCode("s1", "r:c2"))} {
 		if !strings.Contains(res.Summary, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, res.Summary)
 		}
@@ -312,7 +312,7 @@ func TestCompactionRecordsEveryLeavingBlockPerBlock(t *testing.T) {
 	// Recall covers the compacted span once the blocks leave live history.
 	turn(t, c, 0, msgs[len(msgs)-1:], 1_000_000)
 	var rr ToolResult
-	call(t, c, "recall", RecallParams{Codes: []string{digest.Code("r:c2")}, Entries: entriesOf(msgs)}, &rr)
+	call(t, c, "recall", RecallParams{Codes: []string{digest.ScopedCode("s1", "r:c2")}, Entries: entriesOf(msgs)}, &rr)
 	if !strings.Contains(rr.Text, "sha256 verified") || !strings.Contains(rr.Text, "ERROR: step 2 failed") {
 		t.Fatalf("recall after compaction:\n%.300s", rr.Text)
 	}
@@ -617,7 +617,7 @@ func TestStatusAfterResume(t *testing.T) {
 		t.Fatalf("after the first request: masked %d, want %d exactly; %q", st.Masked, before.Masked, st.Lines[0])
 	}
 	var res ToolResult
-	call(t, c2, "unfold", UnfoldParams{Codes: []string{digest.Code("r:c0")}}, &res)
+	call(t, c2, "unfold", UnfoldParams{Codes: []string{digest.ScopedCode("s1", "r:c0")}}, &res)
 	var after Status
 	call(t, c2, "status", map[string]any{}, &after)
 	if after.Blocks != before.Blocks-1 || after.Masked >= before.Masked {

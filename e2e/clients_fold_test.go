@@ -48,7 +48,7 @@ func seedOther(t *testing.T, dir string, api codec.API) (path, code, marker stri
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, _, err := st.Conversation(string(api), "another-conversation-seeded-by-the-test")
+	c, _, err := st.Conversation(string(api), "", "another-conversation-seeded-by-the-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,9 +91,9 @@ func TestProxyGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, _, _ := st.Conversation("openai-responses", "old")
+	old, _, _ := st.Conversation("openai-responses", "", "old")
 	old.Close()
-	fresh, _, _ := st.Conversation("openai-responses", "fresh")
+	fresh, _, _ := st.Conversation("openai-responses", "", "fresh")
 	fresh.Close()
 	past := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(old.Path(), past, past)
@@ -129,7 +129,9 @@ func TestMCPCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"protocolVersion":"2025-06-18"`) || !strings.Contains(lines[1], "no folded block with that code") {
+	// An empty store noted no call: the server cannot place the caller,
+	// and says so rather than read any conversation.
+	if len(lines) != 2 || !strings.Contains(lines[0], `"protocolVersion":"2025-06-18"`) || !strings.Contains(lines[1], "could not tell which conversation this call comes from") {
 		t.Fatalf("stdout:\n%s", out.String())
 	}
 }

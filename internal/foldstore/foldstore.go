@@ -52,10 +52,12 @@ const Version = 1
 // Line is one line of a conversation file; T says which fields are set.
 type Line struct {
 	T string `json:"t"`
-	// "conversation": the file's first line.
+	// "conversation": the file's first line. Session is SessionTag of
+	// the client session the conversation belongs to, if any.
 	V       int    `json:"v,omitempty"`
 	API     string `json:"api,omitempty"`
 	Created string `json:"created,omitempty"`
+	Session string `json:"session,omitempty"`
 	// "text": a folded block's exact text, with its sha256.
 	ID     string `json:"id,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
@@ -150,6 +152,19 @@ func FileName(api, key string) string {
 	return hex.EncodeToString(h[:16]) + ".jsonl"
 }
 
+// SessionTag names a client session in the store without naming it: a
+// hash of the API and the session's scope ("" for none). Conversations of
+// one session (Claude Code's subagents share their parent's session id)
+// carry the same tag; recall reads a code one of them folded from another
+// of them, never from another session.
+func SessionTag(api, session string) string {
+	if session == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(api + "\x00" + session))
+	return hex.EncodeToString(h[:16])
+}
+
 // Conversation is one conversation's file, open for appending.
 type Conversation struct {
 	path string
@@ -164,8 +179,10 @@ type Conversation struct {
 }
 
 // Conversation opens the file of api's conversation key, creating it, and
-// returns what it holds.
-func (s *Store) Conversation(api, key string) (*Conversation, *Contents, error) {
+// returns what it holds. session is the client session the conversation
+// belongs to ("" for none), recorded as its SessionTag when the file is
+// created.
+func (s *Store) Conversation(api, session, key string) (*Conversation, *Contents, error) {
 	path := filepath.Join(s.dir, FileName(api, key))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -184,11 +201,12 @@ func (s *Store) Conversation(api, key string) (*Conversation, *Contents, error) 
 	}
 	c.scanned = c.size
 	if n == 0 {
-		if err := c.append([]Line{{T: TConversation, V: Version, API: api, Created: s.now().UTC().Format(time.RFC3339)}}); err != nil {
+		tag := SessionTag(api, session)
+		if err := c.append([]Line{{T: TConversation, V: Version, API: api, Created: s.now().UTC().Format(time.RFC3339), Session: tag}}); err != nil {
 			f.Close()
 			return nil, nil, err
 		}
-		contents.API = api
+		contents.API, contents.Session = api, tag
 	} else if contents.API != api {
 		f.Close()
 		return nil, nil, fmt.Errorf("foldstore: %s belongs to api %q, not %q", path, contents.API, api)
@@ -306,6 +324,8 @@ func (c *Conversation) Requests() ([][]string, error) {
 type Contents struct {
 	API     string
 	Created string
+	// Session is the SessionTag of the client session ("" for none).
+	Session string
 	// Entries are the engine entries, in order, to replay.
 	Entries []engine.Entry
 	// Texts are the folded blocks' texts by id.
@@ -437,7 +457,7 @@ func read(f *os.File) (*Contents, int64, error) {
 			if l.V > Version {
 				return nil, 0, fmt.Errorf("written by a newer context-fold (format %d, this one reads %d)", l.V, Version)
 			}
-			c.API, c.Created = l.API, l.Created
+			c.API, c.Created, c.Session = l.API, l.Created, l.Session
 			continue
 		}
 		switch l.T {
@@ -585,7 +605,7 @@ func (s *Store) GC(age time.Duration) ([]string, error) {
 // a line begins (jsonl.Recover).
 var lineStart = []byte(`{"t":"`)
 
-var lineNames = []string{"t", "v", "api", "created", "id", "sha256", "text", "entry", "codes", "name", "ns", "args", "at"}
+var lineNames = []string{"t", "v", "api", "created", "id", "sha256", "text", "entry", "codes", "name", "ns", "args", "at", "session"}
 
 // decodeLine decodes one line. Strings keep lone surrogates (WTF-8), so
 // a text reads back as the bytes its sha256 was taken over. ok is false
@@ -623,6 +643,8 @@ func decodeLine(raw []byte) (l Line, ok bool) {
 			l.Args, ok = rawjson.String(v)
 		case 12:
 			l.At, ok = rawjson.String(v)
+		case 13:
+			l.Session, ok = rawjson.String(v)
 		}
 		return ok
 	})

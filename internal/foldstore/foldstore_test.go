@@ -47,7 +47,7 @@ func open(t *testing.T, dir string) *Store {
 func TestCommitReplay(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	c, got, err := s.Conversation("openai-responses", "thread-1")
+	c, got, err := s.Conversation("openai-responses", "", "thread-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestCommitReplay(t *testing.T) {
 
 	s = open(t, dir)
 	defer s.Close()
-	c, got, err = s.Conversation("openai-responses", "thread-1")
+	c, got, err = s.Conversation("openai-responses", "", "thread-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestCommitReplay(t *testing.T) {
 		t.Errorf("%d bad lines", got.Bad)
 	}
 	// Another key is another file; the key is not in the name.
-	c2, got2, err := s.Conversation("openai-responses", "thread-2")
+	c2, got2, err := s.Conversation("openai-responses", "", "thread-2")
 	if err != nil || len(got2.Entries) != 0 || c2.Path() == c.Path() || strings.Contains(c2.Path(), "thread") {
 		t.Fatalf("second conversation: %v %+v %s", err, got2, c2.Path())
 	}
@@ -100,7 +100,7 @@ func TestCommitReplay(t *testing.T) {
 func TestCommitChecksTexts(t *testing.T) {
 	s := open(t, t.TempDir())
 	defer s.Close()
-	c, _, err := s.Conversation("anthropic-messages", "k")
+	c, _, err := s.Conversation("anthropic-messages", "", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCommitChecksTexts(t *testing.T) {
 func TestTornLastLine(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	c, _, _ := s.Conversation("openai-completions", "k")
+	c, _, _ := s.Conversation("openai-completions", "", "k")
 	texts := map[string]string{"r:1": "x"}
 	c.Commit(event(1, texts), lookup(texts))
 	c.Close()
@@ -131,7 +131,7 @@ func TestTornLastLine(t *testing.T) {
 	f.WriteString(`{"t":"entry","entry":{"v":1,"kind":"fo`)
 	f.Close()
 
-	c, got, err := s.Conversation("openai-completions", "k")
+	c, got, err := s.Conversation("openai-completions", "", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestOneWriter(t *testing.T) {
 func TestUnfoldRequests(t *testing.T) {
 	s := open(t, t.TempDir())
 	defer s.Close()
-	c, _, _ := s.Conversation("anthropic-messages", "k")
+	c, _, _ := s.Conversation("anthropic-messages", "", "k")
 	defer c.Close()
 	if r, err := c.Requests(); err != nil || r != nil {
 		t.Fatalf("no request yet: %v %v", r, err)
@@ -199,13 +199,13 @@ func TestWrongFiles(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	defer s.Close()
-	c, _, _ := s.Conversation("anthropic-messages", "k")
+	c, _, _ := s.Conversation("anthropic-messages", "", "k")
 	c.Close()
-	if _, _, err := s.Conversation("openai-responses", "k"); err != nil {
+	if _, _, err := s.Conversation("openai-responses", "", "k"); err != nil {
 		t.Fatalf("same key, other api: %v", err) // another file
 	}
 	os.Rename(c.Path(), filepath.Join(dir, FileName("openai-completions", "k")))
-	if _, _, err := s.Conversation("openai-completions", "k"); err == nil {
+	if _, _, err := s.Conversation("openai-completions", "", "k"); err == nil {
 		t.Error("a file of another api was taken")
 	}
 	bad := filepath.Join(dir, "x.jsonl")
@@ -224,9 +224,9 @@ func TestGC(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	defer s.Close()
-	old, _, _ := s.Conversation("anthropic-messages", "old")
+	old, _, _ := s.Conversation("anthropic-messages", "", "old")
 	old.Close()
-	fresh, _, _ := s.Conversation("anthropic-messages", "fresh")
+	fresh, _, _ := s.Conversation("anthropic-messages", "", "fresh")
 	fresh.Close()
 	past := time.Now().Add(-48 * time.Hour)
 	os.Chtimes(old.Path(), past, past)
@@ -259,7 +259,7 @@ func TestFullDisk(t *testing.T) {
 	fs := testfs.Tmpfs(t, 256<<10)
 	s := open(t, fs.Dir)
 	defer s.Close()
-	c, _, err := s.Conversation("anthropic-messages", "k")
+	c, _, err := s.Conversation("anthropic-messages", "", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestFullDisk(t *testing.T) {
 func TestFailedCommitVoided(t *testing.T) {
 	s := open(t, t.TempDir())
 	defer s.Close()
-	c, _, _ := s.Conversation("openai-responses", "k")
+	c, _, _ := s.Conversation("openai-responses", "", "k")
 	defer c.Close()
 	texts := map[string]string{"r:1": "one"}
 	// As if the write had landed and the sync then failed: the lines are
@@ -353,7 +353,7 @@ func TestFailedCommitVoided(t *testing.T) {
 func TestLoneSurrogates(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	c, _, _ := s.Conversation("openai-completions", "k")
+	c, _, _ := s.Conversation("openai-completions", "", "k")
 	texts := map[string]string{}
 	for i, raw := range []string{`"half \ud83d"`, `"lone \udc00 low"`, `"\ud800"`, `"pair \ud83d\ude00 and \udbff\udfff"`, `"\udc00\ud800 reversed"`} {
 		text, err := rawjson.Unquote([]byte(raw))
@@ -400,7 +400,7 @@ func FuzzStore(f *testing.F) {
 		}
 		s := open(t, t.TempDir())
 		defer s.Close()
-		c, _, err := s.Conversation("anthropic-messages", "k")
+		c, _, err := s.Conversation("anthropic-messages", "", "k")
 		if err != nil {
 			t.Fatal(err)
 		}

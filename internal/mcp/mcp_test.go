@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,7 @@ func fixture(t *testing.T) (dir, path string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, _, err := st.Conversation("anthropic-messages", "session-1")
+	c, _, err := st.Conversation("anthropic-messages", "", "session-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +151,15 @@ func TestRecallAndUnfold(t *testing.T) {
 	dir, path := fixture(t)
 	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
 	c1, c2 := digest.Code("r:call_1"), digest.Code("r:call_2")
+	n := 0
+	// call is a call of the model in the fixture's conversation, as the
+	// proxy notes it and Claude Code makes it.
+	call := func(name, args string) string {
+		n++
+		id := fmt.Sprintf("toolu_%d", n)
+		note(t, path, id, "mcp__contextfold__"+name, args)
+		return callAs(name, args, id)
+	}
 
 	text, isErr := textOf(t, rpc(call("recall_folded", `{"codes":["{#`+c1+` FOLDED}"]}`)))
 	if isErr || !strings.HasSuffix(text, "===\n"+texts["r:call_1"]) || !strings.Contains(text, "✓ "+c1+" — Bash · context-fold record · sha256 verified") {
@@ -166,8 +176,7 @@ func TestRecallAndUnfold(t *testing.T) {
 	if text, isErr = textOf(t, rpc(call("recall_folded", `{"codes":["`+c1+`"],"lines":"abc"}`))); !isErr {
 		t.Errorf("malformed lines accepted:\n%s", text)
 	}
-	note(t, path, "toolu_1", "mcp__contextfold__recall_folded", `{"search":"needle"}`)
-	text, _ = textOf(t, rpc(callAs("recall_folded", `{"search":"needle"}`, "toolu_1")))
+	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"needle"}`)))
 	if !strings.Contains(text, c2) || !strings.Contains(text, "needle here") || strings.Contains(text, c1) {
 		t.Errorf("search:\n%s", text)
 	}
@@ -195,8 +204,7 @@ func TestRecallAndUnfold(t *testing.T) {
 	if !isErr || strings.Contains(text, "disk fine") || !strings.Contains(text, "⚠ "+c1) {
 		t.Fatalf("tampered text:\n%s", text)
 	}
-	note(t, path, "toolu_2", "mcp__contextfold__recall_folded", `{"search":"disk"}`)
-	text, _ = textOf(t, rpc(callAs("recall_folded", `{"search":"disk"}`, "toolu_2")))
+	text, _ = textOf(t, rpc(call("recall_folded", `{"search":"disk"}`)))
 	if strings.Contains(text, "disk fine") || !strings.Contains(text, c1+" — not searched") {
 		t.Fatalf("tampered text searched:\n%s", text)
 	}
@@ -215,107 +223,119 @@ func TestTextsMatchPi(t *testing.T) {
 	}
 }
 
-// conversationWith writes a conversation key to the store at dir that
-// folded id with text, and returns its file.
-func conversationWith(t *testing.T, st *foldstore.Store, key, id, text string) string {
+// conversationWith writes a conversation key of client session session to
+// the store at dir that folded id with text, and returns its file and the
+// block's code.
+func conversationWith(t *testing.T, st *foldstore.Store, session, key, id, text string) (string, string) {
 	t.Helper()
-	c, _, err := st.Conversation("anthropic-messages", key)
+	c, _, err := st.Conversation("anthropic-messages", session, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	b, l := registry.Extent(text)
-	ev := &engine.Event{Seq: 1, Trigger: "budget", Folds: []registry.Record{{ID: id, Code: digest.Code(id), Bytes: b, Lines: l, SHA256: registry.Sum(text), Tool: "Bash", Kind: "tool_result", Digest: "d"}}}
+	code := digest.ScopedCode(key, id)
+	ev := &engine.Event{Seq: 1, Trigger: "budget", Folds: []registry.Record{{ID: id, Code: code, Bytes: b, Lines: l, SHA256: registry.Sum(text), Tool: "Bash", Kind: "tool_result", Digest: "d"}}}
 	if err := c.Commit(ev, func(string) (string, bool) { return text, true }); err != nil {
 		t.Fatal(err)
 	}
-	return c.Path()
+	return c.Path(), code
 }
 
-// TestCallerScoping: a search reads only the conversation the call comes
-// from, told by the call id the client gives (Claude Code, Codex) or, when
-// it gives none (opencode), by the call the proxy saw; when it cannot be
-// told, the search does not run, and a recall by code still works.
+// TestCallerScoping: recall and unfold read only the conversation the call
+// comes from (and, for a code, the other conversations of its client
+// session), told by the call id the client gives (Claude Code, Codex) and
+// the call's arguments, or, when it gives no id (opencode), by a fresh
+// call the proxy saw. When the caller cannot be told, nothing is read:
+// the answer says so. Two conversations of a local model server that
+// numbers its calls alike share call ids; an id with other arguments is
+// not a match.
 func TestCallerScoping(t *testing.T) {
 	dir := t.TempDir()
 	st, err := foldstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := conversationWith(t, st, "a", "r:a1", "needle in conversation A\n")
-	b := conversationWith(t, st, "b", "r:b1", "needle in conversation B\n")
+	a, ca := conversationWith(t, st, "", "a", "r:call_1", "needle in conversation A\n")
+	b, cb := conversationWith(t, st, "", "b", "r:call_1", "needle in conversation B\n")
+	sub, csub := conversationWith(t, st, "x-claude-code-session-id:s", "parent", "r:toolu_p", "needle in the parent\n")
+	agent, _ := conversationWith(t, st, "x-claude-code-session-id:s", "subagent", "r:toolu_s", "needle in the subagent\n")
 	st.Close()
-	ca, cb := digest.Code("r:a1"), digest.Code("r:b1")
+	if ca == cb {
+		t.Fatalf("two conversations folding call_1 got one code, %s", ca)
+	}
 	var slept time.Duration
 	s := store{dir: dir, wait: 200 * time.Millisecond, now: func() time.Time { return time.Now().Add(slept) }, sleep: func(d time.Duration) { slept += d }}
 	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: s.tools()})
-	search := func(req string) (string, bool) { return textOf(t, rpc(req)) }
+	ask := func(req string) (string, bool) { return textOf(t, rpc(req)) }
 	only := func(what, text string, in, out string) {
 		t.Helper()
 		if !strings.Contains(text, in) || strings.Contains(text, out) {
 			t.Errorf("%s: want %s and not %s:\n%s", what, in, out, text)
 		}
 	}
+	refused := func(what, req string) {
+		t.Helper()
+		text, isErr := ask(req)
+		if !isErr || !strings.HasSuffix(text, UnknownCaller) || strings.Contains(text, "needle") {
+			t.Errorf("%s: want the refusal, got:\n%s", what, text)
+		}
+	}
 
 	note(t, a, "toolu_a", "mcp__contextfold__recall_folded", `{"search":"needle"}`)
-	text, _ := search(callAs("recall_folded", `{"search":"needle"}`, "toolu_a"))
+	text, _ := ask(callAs("recall_folded", `{"search":"needle"}`, "toolu_a"))
 	only("Claude Code's call id", text, ca, cb)
 
 	note(t, b, "call_b", "recall_folded", `{"search":"needle"}`)
-	text, _ = search(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"search":"needle"},"_meta":{"callId":"call_b","x-codex-turn-metadata":{}}}}`)
+	text, _ = ask(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"search":"needle"},"_meta":{"callId":"call_b","x-codex-turn-metadata":{}}}}`)
 	only("Codex's call id", text, cb, ca)
+
+	// Both conversations' models called call_3, with other codes: each
+	// call reads its own conversation.
+	note(t, a, "call_3", "recall_folded", `{"codes":["`+ca+`"]}`)
+	note(t, b, "call_3", "recall_folded", `{"codes":["`+cb+`"]}`)
+	text, _ = ask(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"codes":["` + ca + `"]},"_meta":{"callId":"call_3"}}}`)
+	only("a repeated call id, A's arguments", text, "needle in conversation A", "conversation B")
+	text, _ = ask(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"codes":["` + cb + `"]},"_meta":{"callId":"call_3"}}}`)
+	only("a repeated call id, B's arguments", text, "needle in conversation B", "conversation A")
+	// A's code asked under B's call: B never folded it, and A is not
+	// B's session: nothing is read.
+	note(t, b, "call_4", "recall_folded", `{"codes":["`+ca+`"]}`)
+	text, _ = ask(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"codes":["` + ca + `"]},"_meta":{"callId":"call_4"}}}`)
+	if !strings.Contains(text, "✗ "+ca+" — no folded block with that code") || strings.Contains(text, "needle") {
+		t.Errorf("another conversation's code was read:\n%s", text)
+	}
+	// The same id and arguments from two conversations at once cannot be
+	// told apart.
+	note(t, a, "call_5", "recall_folded", `{"search":"needle"}`)
+	note(t, b, "call_5", "recall_folded", `{"search":"needle"}`)
+	refused("one call in two conversations", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall_folded","arguments":{"search":"needle"},"_meta":{"callId":"call_5"}}}`)
 
 	// No id: the newest same call. Conversation B made it last, but A's
 	// was under 30 s before: they cannot be told apart.
-	text, isErr := search(call("recall_folded", `{"search":"needle"}`))
-	if !isErr || text != UnknownCaller {
-		t.Errorf("two conversations made the same call: want the refusal, got:\n%s", text)
-	}
+	refused("two conversations made the same call", call("recall_folded", `{"search":"needle"}`))
 	note(t, a, "call_x", "contextfold_recall_folded", `{ "search" : "needle", "grep": "" }`)
-	text, _ = search(call("recall_folded", `{"search":"needle","grep":""}`))
+	text, _ = ask(call("recall_folded", `{"search":"needle","grep":""}`))
 	only("opencode's arguments", text, ca, cb)
 
-	// An id never noted: waited for, then not told apart.
+	// An id never noted: waited for, then refused, codes and search alike.
 	slept = 0
-	text, isErr = search(callAs("recall_folded", `{"search":"needle"}`, "toolu_unknown"))
-	if !isErr || text != UnknownCaller || slept < 200*time.Millisecond {
-		t.Errorf("an unknown call id: waited %v, got:\n%s", slept, text)
+	if refused("an unknown call id", callAs("recall_folded", `{"search":"needle"}`, "toolu_unknown")); slept < 200*time.Millisecond {
+		t.Errorf("an unknown call id: waited only %v", slept)
 	}
-	// Codes still name their blocks everywhere.
-	text, isErr = search(callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_unknown"))
-	if isErr || !strings.Contains(text, "needle in conversation B") {
-		t.Errorf("recall by code without a known caller:\n%s", text)
-	}
-	// A code names one block wherever it was folded (a subagent may be
-	// given its parent's); a search stays in the caller's conversation.
-	text, _ = search(callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_a"))
-	if !strings.Contains(text, "needle in conversation B") {
-		t.Errorf("a known caller could not recall another conversation's code:\n%s", text)
-	}
+	refused("recall by code without a known caller", callAs("recall_folded", `{"codes":["`+cb+`"]}`, "toolu_unknown"))
+	refused("unfold without a known caller", callAs("unfold", `{"codes":["`+cb+`"]}`, "toolu_unknown"))
+
+	// A subagent given its parent's code reads it: one client session.
+	note(t, agent, "toolu_sub", "mcp__contextfold__recall_folded", `{"codes":["`+csub+`"]}`)
+	text, _ = ask(callAs("recall_folded", `{"codes":["`+csub+`"]}`, "toolu_sub"))
+	only("a subagent recalling its parent's code", text, "needle in the parent", "conversation")
+	_ = sub
 
 	// Without an id, only a fresh note counts: an older one of the same
 	// call may be another conversation's whose own note is missing.
 	if err := foldstore.NoteCall(b, foldstore.Call{ID: "call_old", Name: "contextfold_recall_folded", Args: `{"search":"old"}`, At: time.Now().Add(-callFresh - time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if text, isErr = search(call("recall_folded", `{"search":"old"}`)); !isErr || text != UnknownCaller {
-		t.Errorf("a stale note placed the call:\n%s", text)
-	}
-}
-
-// TestAnswerKeepsLoneSurrogates: a recalled text holding a lone surrogate
-// goes to the client as the \uXXXX escape the proxy's client sent, not as
-// U+FFFD.
-func TestAnswerKeepsLoneSurrogates(t *testing.T) {
-	srv := &Server{Name: "contextfold", Version: "test", Tools: []Tool{{Name: "echo", Call: func(context.Context, json.RawMessage, json.RawMessage) (string, bool) {
-		return "half \xed\xa0\xbd an emoji", false
-	}}}}
-	var out strings.Builder
-	in := strings.NewReader(call("echo", `{}`) + "\n")
-	if err := srv.Serve(context.Background(), in, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), `"text":"half \ud83d an emoji"`) {
-		t.Fatalf("answer %s", out.String())
-	}
+	refused("a stale note", call("recall_folded", `{"search":"old"}`))
 }

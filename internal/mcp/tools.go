@@ -99,11 +99,15 @@ const (
 var callIDs = []string{"claudecode/toolUseId", "callId"}
 
 // caller returns the file of the conversation a call of tool comes from,
-// or "" when it cannot tell. The proxy notes each call of these tools as
-// the response making it streams (proxy.watchCalls). A client that gives
-// the model's call id in _meta (Claude Code, Codex) is matched by it; one
-// that does not (opencode) by the tool and its arguments: the newest such
-// call, unless another conversation made the same call about as recently.
+// or "" when it cannot tell: recall and unfold then refuse, they never
+// guess. The proxy notes each call of these tools as the response making
+// it streams (proxy.watchCalls). A call matches a note of the same tool
+// with the same arguments, and, when the client gives the model's call id
+// in _meta (Claude Code, Codex), the same id: ids alone do not tell
+// conversations apart (a local model server numbers its calls call_1,
+// call_2, … in every conversation). Without an id (opencode) only a fresh
+// note matches. Of several matching notes the newest names the caller,
+// unless another conversation's is about as new: then it cannot tell.
 func (s store) caller(ctx context.Context, tool string, args, meta json.RawMessage) string {
 	var m map[string]any
 	json.Unmarshal(meta, &m)
@@ -155,19 +159,21 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 			continue
 		}
 		for _, c := range calls {
-			if id != "" {
-				if c.ID == id {
-					return p, true
-				}
+			switch {
+			case !strings.HasSuffix(c.Name, tool):
+				continue
+			case id != "" && c.ID != id:
+				continue
+			case id == "" && now.Sub(c.At) > callFresh:
 				continue
 			}
 			var got any
-			if now.Sub(c.At) <= callFresh && strings.HasSuffix(c.Name, tool) && json.Unmarshal([]byte(c.Args), &got) == nil && reflect.DeepEqual(got, want) {
+			if json.Unmarshal([]byte(c.Args), &got) == nil && reflect.DeepEqual(got, want) {
 				hits = append(hits, hit{p, c.At})
 			}
 		}
 	}
-	if id != "" || len(hits) == 0 {
+	if len(hits) == 0 {
 		return "", false
 	}
 	sort.Slice(hits, func(i, j int) bool { return hits[i].at.After(hits[j].at) })
@@ -188,37 +194,17 @@ type found struct {
 	unfolded bool // an unfold released it
 }
 
-// files reads the conversation file at only, or when only is "" every
-// conversation file, newest first.
-func (s store) files(only string) ([]string, []*foldstore.Contents, error) {
-	paths := []string{only}
-	if only == "" {
-		var err error
-		if paths, err = foldstore.Files(s.dir); err != nil {
-			return nil, nil, err
-		}
-	}
-	var ps []string
-	var cs []*foldstore.Contents
-	for _, p := range paths {
-		c, err := foldstore.ReadFile(p)
-		if err != nil {
-			continue // not a conversation file, or one being created
-		}
-		ps, cs = append(ps, p), append(cs, c)
-	}
-	return ps, cs, nil
-}
-
-// lookup finds codes in the conversation at only, or, when only is "",
-// in the newest conversation that folded each.
-func (s store) lookup(only string, codes []string) (map[string]found, error) {
-	paths, contents, err := s.files(only)
+// lookup finds codes in the conversation at path and, for a code it did
+// not fold, in the other conversations of its client session (Claude
+// Code's subagents share their parent's session: a subagent may be handed
+// its parent's code). A conversation of another session is never read.
+func (s store) lookup(path string, codes []string) (map[string]found, error) {
+	own, err := foldstore.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]found{}
-	for i, c := range contents {
+	add := func(p string, c *foldstore.Contents) {
 		recs, released := c.Records(), c.Unfolded()
 		for _, code := range codes {
 			if _, done := out[code]; done {
@@ -226,8 +212,24 @@ func (s store) lookup(only string, codes []string) (map[string]found, error) {
 			}
 			if rec, ok := recs[code]; ok {
 				t, has := c.Texts[rec.ID]
-				out[code] = found{path: paths[i], rec: rec, text: t, ok: has, unfolded: released[rec.ID]}
+				out[code] = found{path: p, rec: rec, text: t, ok: has, unfolded: released[rec.ID]}
 			}
+		}
+	}
+	add(path, own)
+	if len(out) == len(codes) || own.Session == "" {
+		return out, nil
+	}
+	paths, err := foldstore.Files(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		if p == path {
+			continue
+		}
+		if c, err := foldstore.ReadFile(p); err == nil && c.Session == own.Session {
+			add(p, c)
 		}
 	}
 	return out, nil
@@ -257,16 +259,15 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 	if a.Lines != "" && !recall.ValidLines(a.Lines) {
 		return recall.MalformedLines(a.Lines), true
 	}
-	// The caller's conversation: codes are read from it, and search
-	// sweeps only it. Codes alone name their blocks everywhere (a code is
-	// a hash of a provider's call id), so a caller not told apart still
-	// recalls by code; a search would read other conversations, so it is
-	// not run for one.
+	// The caller's conversation: codes are read from it (and from the
+	// other conversations of its client session), search sweeps only it.
+	// When the caller cannot be placed, nothing is read: a code of another
+	// conversation must never be served as this one's.
 	conv := s.caller(ctx, "recall_folded", raw, meta)
+	if conv == "" {
+		return "recall_folded: " + UnknownCaller, true
+	}
 	if a.Search != "" && len(a.Codes) == 0 {
-		if conv == "" {
-			return UnknownCaller, true
-		}
 		return s.search(conv, a.Search)
 	}
 	if len(a.Codes) == 0 {
@@ -281,19 +282,6 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 		codes[i], _ = digest.ParseCode(c)
 	}
 	at, err := s.lookup(conv, codes)
-	if err == nil && conv != "" && len(at) < len(codes) {
-		// A code the caller's conversation did not fold (a subagent given
-		// its parent's): a code names one block wherever it is, so it is
-		// read from the conversation that folded it.
-		var more map[string]found
-		if more, err = s.lookup("", codes); err == nil {
-			for code, f := range more {
-				if _, ok := at[code]; !ok {
-					at[code] = f
-				}
-			}
-		}
-	}
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
@@ -317,41 +305,35 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 	return recall.RenderRecall(matches, failures, missing), len(matches) == 0 && len(failures) > 0
 }
 
-// UnknownCaller answers a search whose conversation the store cannot tell.
-const UnknownCaller = "recall_folded: search did not run: it cannot tell which conversation this call comes from " +
-	"(contextfold proxy noted no matching call: is this client sending its requests through it?), " +
-	"and a search must not read other conversations. Recall by code instead: " +
-	"codes=[...] from the {#code FOLDED} tags in your context."
+// UnknownCaller answers a call whose conversation the store cannot tell.
+const UnknownCaller = "context-fold could not tell which conversation this call comes from " +
+	"(contextfold proxy noted no call like it, or two conversations made the same call at once), " +
+	"and it never reads another conversation's folded blocks, so nothing was read. " +
+	"Call it again; if it keeps failing, this client's requests are not going through contextfold proxy."
 
 // search sweeps the folded blocks of the conversation at path. A block
 // whose text fails its check is left out, and the answer says so.
 func (s store) search(path, term string) (string, bool) {
-	_, contents, err := s.files(path)
+	c, err := foldstore.ReadFile(path)
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
 	var blocks []recall.Block
 	var warnings []string
-	seen := map[string]bool{}
-	for _, c := range contents {
-		for code, rec := range c.Records() {
-			if seen[code] {
-				continue
-			}
-			seen[code] = true
-			t, ok := c.Texts[rec.ID]
-			switch {
-			case !ok:
-				warnings = append(warnings, recall.NotSearched(code, "the fold record holds no text for it"))
-			case !t.Verified(&rec):
-				warnings = append(warnings, recall.NotSearched(code, recall.WhyMismatch(code)))
-			default:
-				blocks = append(blocks, recall.Block{Code: code, Label: recall.StoreLabel(toolName(rec)), Note: recall.Verified, Text: t.Text})
-			}
+	for code, rec := range c.Records() {
+		t, ok := c.Texts[rec.ID]
+		switch {
+		case !ok:
+			warnings = append(warnings, recall.NotSearched(code, "the fold record holds no text for it"))
+		case !t.Verified(&rec):
+			warnings = append(warnings, recall.NotSearched(code, recall.WhyMismatch(code)))
+		default:
+			blocks = append(blocks, recall.Block{Code: code, Label: recall.StoreLabel(toolName(rec)), Note: recall.Verified, Text: t.Text})
 		}
 	}
 	// Map order is random; the sweep reads blocks in a fixed order.
 	sortBlocks(blocks)
+	sort.Strings(warnings)
 	hits, _, note := recall.Search(blocks, term)
 	return recall.RenderSearch(term, hits, note, warnings), false
 }
@@ -374,7 +356,11 @@ func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, b
 	for i, c := range a.Codes {
 		codes[i], _ = digest.ParseCode(c)
 	}
-	at, err := s.lookup(s.caller(ctx, "unfold", raw, meta), codes)
+	conv := s.caller(ctx, "unfold", raw, meta)
+	if conv == "" {
+		return "unfold: " + UnknownCaller, true
+	}
+	at, err := s.lookup(conv, codes)
 	if err != nil {
 		return "unfold failed: the fold record cannot be read: " + err.Error(), true
 	}

@@ -338,11 +338,12 @@ func (in *Incoming) best() (*codec.Request, int) {
 	return best, n
 }
 
-// conversation returns the held state of the conversation named name,
-// opening (and replaying) its file when it is not held. The file is read
-// without f.mu, so that one conversation's replay does not hold up the
-// requests of the others.
-func (f *Folder) conversation(api codec.API, scope, key string) (*conversation, error) {
+// conversation returns the held state of conversation key of the client
+// session session (scope is its list key, see Folder.scopes), opening
+// (and replaying) its file when it is not held. The file is read without
+// f.mu, so that one conversation's replay does not hold up the requests of
+// the others.
+func (f *Folder) conversation(api codec.API, session, scope, key string) (*conversation, error) {
 	name := foldstore.FileName(string(api), key)
 	f.mu.Lock()
 	if f.closed {
@@ -368,13 +369,16 @@ func (f *Folder) conversation(api codec.API, scope, key string) (*conversation, 
 	c, ok := f.convs[name]
 	f.mu.Unlock()
 	if ok {
-		return f.conversation(api, scope, key)
+		return f.conversation(api, session, scope, key)
 	}
-	file, contents, err := f.store.Conversation(string(api), key)
+	file, contents, err := f.store.Conversation(string(api), session, key)
 	if err != nil {
 		return nil, err
 	}
-	c = &conversation{name: name, scope: scope, eng: engine.New(engine.Config{}), file: file, used: time.Now(), values: map[valueKey][]byte{}}
+	// Codes are the conversation's own: clients whose model server numbers
+	// its calls alike (call_1, call_2, …) fold under different codes.
+	eng := engine.New(engine.Config{Scope: name})
+	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
@@ -517,7 +521,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		return unchanged, "no tool result yet"
 	}
 	for range 2 {
-		c, err := f.conversation(api, string(api)+"\x00"+scope, scope+"\x00"+thread)
+		c, err := f.conversation(api, scope, string(api)+"\x00"+scope, scope+"\x00"+thread)
 		if err != nil {
 			return unchanged, err.Error()
 		}

@@ -121,6 +121,9 @@ type Env struct {
 	Server *fakellm.Server
 	// Root holds all the directories below.
 	Root, AgentDir, HomeDir, TmpDir, SessionDir, WorkDir string
+	// Torn lets session files hold torn lines (a full disk): they are
+	// skipped and counted instead of failing the test.
+	Torn bool
 }
 
 // NewEnv builds a sandbox for cfg. It skips or fails the test like LocatePi.
@@ -417,7 +420,7 @@ func (e *Env) Sessions() []SessionFile {
 	slices.SortFunc(paths, func(a, b string) int { return strings.Compare(filepath.Base(a), filepath.Base(b)) })
 	out := make([]SessionFile, 0, len(paths))
 	for _, p := range paths {
-		out = append(out, ReadSession(e.T, p))
+		out = append(out, readSession(e.T, p, e.Torn))
 	}
 	return out
 }

@@ -22,6 +22,8 @@ type SessionFile struct {
 	Header SessionEntry
 	// Entries are the remaining lines in file order.
 	Entries []SessionEntry
+	// Torn counts the lines that are not JSON (see readSession).
+	Torn int
 }
 
 // SessionEntry is one line of a session file. Raw keeps the whole line; the
@@ -101,8 +103,17 @@ func (m *SessionMessage) ToolCalls() []fakellm.ToolCall {
 	return out
 }
 
-// ReadSession parses a session JSONL file.
+// ReadSession parses a session JSONL file; a line that is not JSON fails
+// the test.
 func ReadSession(t testing.TB, path string) SessionFile {
+	t.Helper()
+	return readSession(t, path, false)
+}
+
+// readSession is ReadSession that, when torn, skips lines that are not
+// JSON and counts them (SessionFile.Torn), as Pi does with a file a failed
+// write left a torn line in.
+func readSession(t testing.TB, path string, torn bool) SessionFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -116,7 +127,11 @@ func ReadSession(t testing.TB, path string) SessionFile {
 		if len(line) > 0 {
 			var e SessionEntry
 			if jerr := json.Unmarshal(line, &e); jerr != nil {
-				t.Fatalf("%s:%d: %v", path, n, jerr)
+				if !torn {
+					t.Fatalf("%s:%d: %v", path, n, jerr)
+				}
+				sf.Torn++
+				continue
 			}
 			e.Raw = append(json.RawMessage(nil), line...)
 			if n == 1 && e.Type == "session" {

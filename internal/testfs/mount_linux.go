@@ -11,7 +11,12 @@ import (
 // cannot mount one.
 func Tmpfs(t testing.TB, size int) *FS {
 	t.Helper()
-	dir := t.TempDir()
+	return TmpfsAt(t, t.TempDir(), size)
+}
+
+// TmpfsAt is Tmpfs on the existing directory dir.
+func TmpfsAt(t testing.TB, dir string, size int) *FS {
+	t.Helper()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
 		t.Skipf("testfs: cannot mount a tmpfs here (%v): the full-disk case needs the privilege to mount", err)
 	}

@@ -554,9 +554,13 @@ func (r *Request) FirstResult() (int, string) {
 // assistant message.
 func IsAssistant(msg []byte) bool { return bytes.HasPrefix(msg, assistantPrefix) }
 
+// IsUser reports whether msg, one of Request.Messages, is a user message.
+func IsUser(msg []byte) bool { return bytes.HasPrefix(msg, userPrefix) }
+
 var (
 	toolResultPrefix = []byte(`{"role":"toolResult","toolCallId":`)
 	assistantPrefix  = []byte(`{"role":"assistant",`)
+	userPrefix       = []byte(`{"role":"user",`)
 )
 
 // Apply returns the body with subs applied: each names a tool-result

@@ -207,9 +207,10 @@ var scopeHeaders = func() []struct{ name, canonical string } {
 }()
 
 // threadOf names a request's conversation within its scope: its first tool
-// call's id, and without a scope also the assistant message that made the
-// call (ids from a local model server may repeat across conversations).
-// ok is false before the first tool result: nothing can fold yet.
+// call's id, and without a scope also the user messages before it and the
+// assistant message that made the call: ids from a local model server
+// repeat across conversations (call_1, call_2, …), and so may a first
+// command. ok is false before the first tool result: nothing can fold yet.
 func threadOf(req *codec.Request, scoped bool) (string, bool) {
 	i, id := req.FirstResult()
 	if i < 0 {
@@ -219,6 +220,12 @@ func threadOf(req *codec.Request, scoped bool) (string, bool) {
 		return "call:" + id, true
 	}
 	h := sha256.New()
+	for j := range i {
+		if codec.IsUser(req.Messages[j]) {
+			h.Write(req.Messages[j])
+			h.Write([]byte{0})
+		}
+	}
 	for j := i - 1; j >= 0; j-- {
 		if codec.IsAssistant(req.Messages[j]) {
 			h.Write(req.Messages[j])

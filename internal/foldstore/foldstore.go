@@ -121,10 +121,14 @@ type Store struct {
 // ErrLocked reports a store another process writes.
 var ErrLocked = errors.New("foldstore: the store is in use by another process")
 
-// Open opens (creating) the store at dir for writing.
+// Open opens (creating) the store at dir for writing. The directory is
+// made private to its owner (see private).
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("foldstore: %w", err)
+	}
+	if err := private(dir); err != nil {
+		return nil, err
 	}
 	unlock, err := lock(filepath.Join(dir, "writer.lock"))
 	if err != nil {

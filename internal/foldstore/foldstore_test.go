@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -450,4 +451,34 @@ func FuzzStore(f *testing.F) {
 			t.Fatalf("%d records in effect, want %d", len(recs), len(want))
 		}
 	})
+}
+
+// TestPrivateDir: an existing store directory others can read is made
+// private; one another user owns is refused.
+func TestPrivateDir(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows keeps application data private by ACL")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // whatever the umask
+	s := open(t, dir)
+	s.Close()
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
+		t.Fatalf("store directory left %v", st.Mode().Perm())
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the foreign-owner case needs root to chown")
+	}
+	other := filepath.Join(t.TempDir(), "theirs")
+	os.Mkdir(other, 0o755)
+	os.Chmod(other, 0o755)
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Skipf("chown: %v", err)
+	}
+	if _, err := Open(other); err == nil || !strings.Contains(err.Error(), "owned by another user") {
+		t.Fatalf("a readable directory of another user: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/contextfold/contextfold/internal/rawjson"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
 
@@ -204,6 +205,119 @@ func FuzzSlice(f *testing.F) {
 		}
 		if got := RenderSearch(term, hits, note, nil); valid && !utf8.ValidString(got) {
 			t.Fatal("Search: invalid UTF-8")
+		}
+	})
+}
+
+// unitBytes maps each UTF-16 unit boundary of s to its byte offset, decoding
+// on its own rather than through the package: -1 marks the middle of a
+// surrogate pair. A lone surrogate (WTF-8) and a byte that is not UTF-8 are
+// one unit each.
+func unitBytes(s string) []int {
+	at := []int{0}
+	for i := 0; i < len(s); {
+		size, w := 1, 1
+		if _, ok := rawjson.IsSurrogateAt(s, i); ok {
+			size = 3
+		} else if r, sz := utf8.DecodeRuneInString(s[i:]); !(r == utf8.RuneError && sz == 1) {
+			size = sz
+			if r > 0xFFFF {
+				w = 2
+			}
+		}
+		i += size
+		if w == 2 {
+			at = append(at, -1)
+		}
+		at = append(at, i)
+	}
+	return at
+}
+
+// charsNote reads "chars A-B of N (…)[ — next: chars=X-Y]".
+func charsNote(t *testing.T, note string) (a, b, n int, next string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(note, "chars ")
+	if !ok {
+		t.Fatalf("note %q", note)
+	}
+	pos, rest, _ := strings.Cut(rest, " (")
+	if _, err := sscan(pos, &a, &b, &n); err != nil {
+		t.Fatalf("note %q: %v", note, err)
+	}
+	_, next, _ = strings.Cut(rest, " — next: chars=")
+	return a, b, n, next
+}
+
+// FuzzChars: a chars= page is exactly the units it names, whole characters,
+// within CharsPageCap; and paging through a text by the ranges the notes
+// suggest (each cut to at most size units) gives back the text byte for
+// byte, lone surrogates and pairs at page boundaries included.
+func FuzzChars(f *testing.F) {
+	f.Add("abcdefghij", 3, 1, 4)
+	f.Add("ab"+emoji+"cd"+emoji, 4, 4, 3)
+	f.Add(rep(emoji, 4000)+"x", 2, 8001, 7200)
+	f.Add("x"+rep(emoji, 4000), 1, 9000, 7200)
+	f.Add(rep("a\xed\xa0\x80"+emoji+"\xed\xbf\xbf", 900), 5, 6000, 2)
+	f.Add("a\xffb\xed\xa0\x80\xed\xb0\x80"+emoji+"\r\n", 1, 3, 1)
+	f.Add(rep("x", 20000), 1, 20000, 7200)
+	f.Fuzz(func(t *testing.T, text string, a, b, size int) {
+		at := unitBytes(text)
+		n := len(at) - 1
+		if u := tokens.Units(text); u != n {
+			t.Fatalf("Units %d, decoded %d", u, n)
+		}
+		// One read of any range.
+		spec := strconv.Itoa(a) + "-" + strconv.Itoa(b)
+		out, note := Chars(text, spec, SourceLedger)
+		switch {
+		case a < 0 || b < a:
+			if ValidChars(spec) || out != "" || !strings.HasPrefix(note, "malformed chars=") {
+				t.Fatalf("%s: %q %q", spec, out, note)
+			}
+		case max(a, 1) > min(b, n):
+			if out != "" || !strings.HasPrefix(note, "empty range ") {
+				t.Fatalf("%s: %q %q", spec, out, note)
+			}
+		default:
+			first, last, total, _ := charsNote(t, note)
+			if total != n || first < max(a, 1)-1 || first > max(a, 1) || last-first+1 > CharsPageCap || last < first ||
+				at[first-1] < 0 || at[last] < 0 || out != text[at[first-1]:at[last]] {
+				t.Fatalf("%s of %d units: %q names %d-%d, page %q", spec, n, note, first, last, out)
+			}
+		}
+		// Paging from the start.
+		// At most about 64 pages: each read walks the text from its start.
+		size = max(1+int(uint(size)%(CharsPageCap+10)), n/64)
+		var got strings.Builder
+		next, pages := "1-"+strconv.Itoa(size), 0
+		for next != "" {
+			from, to, _ := strings.Cut(next, "-")
+			x, _ := strconv.Atoi(from)
+			y, _ := strconv.Atoi(to)
+			out, note := Chars(text, strconv.Itoa(x)+"-"+strconv.Itoa(min(y, x+size-1)), SourceLedger)
+			if n == 0 {
+				if out != "" || note != "empty range 1-0 (session file has 0 chars)" {
+					t.Fatalf("empty text: %q %q", out, note)
+				}
+				break
+			}
+			first, last, _, nx := charsNote(t, note)
+			// A page suggested next starts on a character: it never moves back.
+			if first != x || tokens.Units(out) != last-first+1 || last-first+1 > CharsPageCap || out == "" {
+				t.Fatalf("page %d-%d: %q, %d units", x, min(y, x+size-1), note, tokens.Units(out))
+			}
+			got.WriteString(out)
+			if (nx == "") != (last == n) {
+				t.Fatalf("page %q: next %q at %d of %d", note, nx, last, n)
+			}
+			next = nx
+			if pages++; pages > n+1 {
+				t.Fatal("paging does not end")
+			}
+		}
+		if got.String() != text {
+			t.Fatalf("pages give %q, want %q", got.String(), text)
 		}
 	})
 }

@@ -8,11 +8,14 @@
 //
 //	Whole   a whole block: unchanged up to WholeTokenCap, else its first lines
 //	Lines   a 1-based inclusive line range, capped at WholeTokenCap
+//	Chars   a 1-based inclusive range of UTF-16 units, verbatim, a CharsPageCap page at a time
 //	Grep    lines containing a term, match-centred windows, capped at SliceTokenCap
 //	Search  one sweep of a term over many blocks, capped at SearchTokenCap overall
 //
 // and every kept line is clipped (ClipLine), so a single enormous line cannot
-// ride through a line-based cap. Lengths are UTF-16 code units and token
+// ride through a line-based cap. Chars is the one read that never clips:
+// paging through it returns every byte of a block, a line of any length
+// included. Lengths are UTF-16 code units and token
 // figures come from tokens.Estimate, as in the TypeScript design; no cut ever
 // splits a surrogate pair.
 //
@@ -50,6 +53,10 @@ const (
 	GrepLineCharCap = 320
 	// SearchTokenCap bounds a whole search sweep, across every block.
 	SearchTokenCap = 1000
+	// CharsPageCap bounds one chars= read, in UTF-16 units: a page's
+	// estimate leaves the headroom under WholeTokenCap a clipped line of a
+	// whole read leaves.
+	CharsPageCap = (WholeTokenCap - 200) * tokens.CharsPerToken
 )
 
 // Sources name the text a line range or grep searched; they appear in the
@@ -63,27 +70,56 @@ const (
 	SourceStore = "context-fold record"
 )
 
-// Options are a recall's slicing parameters. Lines wins over Grep; neither
-// is a whole read. Empty means absent, as in the tool's JavaScript.
+// Options are a recall's slicing parameters. Chars wins over Lines, Lines
+// over Grep; none is a whole read. Empty means absent, as in the tool's
+// JavaScript.
 type Options struct {
+	Chars string
 	Lines string
 	Grep  string
+	// Spelling is how notes name the options they suggest.
+	Spelling Spelling
 }
 
-// Partial reports whether o slices (lines or grep) rather than reads whole:
-// only a partial read may search a tool's full-output file.
-func (o Options) Partial() bool { return o.Lines != "" || o.Grep != "" }
+// Partial reports whether o searches by line (lines or grep, and no chars)
+// rather than reads the block: only such a read may search a tool's
+// full-output file. A chars read is not partial: it pages the block's own
+// text, the bytes the fold-time sha256 verified, so the positions it takes
+// are the ones whole reads and line ranges of that text name.
+func (o Options) Partial() bool { return o.Chars == "" && (o.Lines != "" || o.Grep != "") }
 
-// Slice reads text as o asks: Lines, else Grep, else Whole. source names
-// text in the notes of Lines and Grep.
+// Slice reads text as o asks: Chars, else Lines, else Grep, else Whole.
+// source names text in the notes of Chars, Lines and Grep.
 func Slice(text string, o Options, source string) (out, note string) {
 	switch {
+	case o.Chars != "":
+		return chars(text, o.Chars, source, o.Spelling)
 	case o.Lines != "":
 		return Lines(text, o.Lines, source)
 	case o.Grep != "":
 		return Grep(text, o.Grep, source)
 	}
 	return Whole(text)
+}
+
+// Spelling is how a note names the options it suggests: as the tool's
+// arguments (chars=1-7200) or as the contextfold recall command's flags
+// (-chars 1-7200). A hint names what its reader can type.
+type Spelling uint8
+
+const (
+	// ToolArgs spells recall_folded's arguments.
+	ToolArgs Spelling = iota
+	// CLIFlags spells the flags of contextfold recall.
+	CLIFlags
+)
+
+// arg spells option name with value.
+func (sp Spelling) arg(name, value string) string {
+	if sp == CLIFlags {
+		return "-" + name + " " + value
+	}
+	return name + "=" + value
 }
 
 // Whole returns text unchanged when it fits WholeTokenCap. Otherwise it
@@ -185,6 +221,85 @@ func Lines(text, spec, source string) (out, note string) {
 		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(len(lines)) + " (" + source + ")"
 	}
 	return strings.Join(kept, "\n"), note
+}
+
+// CharsForm says what a chars= range must look like.
+const CharsForm = `"start-end", two character positions with start ≤ end, e.g. chars=1-7200`
+
+// ValidChars reports whether spec is a well-formed character range, read as
+// a line range is (see ValidLines). A range past the end is well formed.
+func ValidChars(spec string) bool { return ValidLines(spec) }
+
+// MalformedChars is the answer to a malformed chars= range: recall_folded
+// returns it as an error, before reading anything.
+func MalformedChars(spec string) string {
+	return `malformed chars="` + spec + `": want ` + CharsForm + ` — nothing returned`
+}
+
+// Chars returns UTF-16 units a-b of text (spec "a-b", 1-based, inclusive:
+// JavaScript string positions plus one) exactly as they are: no line
+// numbers, nothing added, at most CharsPageCap units. a is raised to 1 and
+// b lowered to the text's length. A surrogate pair is never split: a start
+// inside one moves back to take it whole, an end inside one moves back to
+// leave it out (unless that would leave nothing, then forward to take it),
+// so the next page, which starts right after this one, starts on a
+// character. A lone surrogate (WTF-8) or a byte that is not UTF-8 is one
+// unit. The note says which range was returned and, when the request was
+// capped or the text goes on, the chars= range to ask for next.
+func Chars(text, spec, source string) (out, note string) {
+	return chars(text, spec, source, ToolArgs)
+}
+
+func chars(text, spec, source string, sp Spelling) (out, note string) {
+	if !ValidChars(spec) {
+		return "", MalformedChars(spec)
+	}
+	ra, rb, _ := parseRange(spec)
+	n := tokens.Units(text)
+	a, b := max(1, ra), min(float64(n), rb)
+	if a > b {
+		return "", "empty range " + rawjson.FormatJSNumber(a) + "-" + rawjson.FormatJSNumber(b) +
+			" (" + source + " has " + strconv.Itoa(n) + " " + plural(n, "char", "chars") + ")"
+	}
+	// Units [lo, hi), 0-based; from and to are their byte offsets.
+	lo, hi := int(a)-1, int(b)
+	from, at := unitOffset(text, lo)
+	if at > lo {
+		// lo is a pair's second half: unitOffset stepped past the pair,
+		// a four-byte character, two units.
+		from, at = from-4, at-2
+	}
+	lo = at
+	capped := hi-lo > CharsPageCap
+	if capped {
+		hi = lo + CharsPageCap
+	}
+	to, end := unitOffset(text[from:], hi-lo)
+	to, end = from+to, lo+end
+	if end > hi && end-2 > lo {
+		to, end = to-4, end-2 // hi fell inside a pair: leave it out
+	}
+	first, last := lo+1, end
+	note = "chars " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(n) + " (" + source
+	if moved := first != int(a) || last != hi; moved || capped {
+		note += "; " + rawjson.FormatJSNumber(ra) + "-" + rawjson.FormatJSNumber(rb) + " requested"
+		if capped {
+			note += ", " + strconv.Itoa(CharsPageCap) + "-char page cap"
+		}
+		if moved {
+			note += ", a surrogate pair is never split"
+		}
+	}
+	note += ")"
+	if last < n {
+		// What is left of the request, or, when it is done, the next page.
+		next := min(n, last+CharsPageCap)
+		if capped {
+			next = min(next, int(b))
+		}
+		note += " — next: " + sp.arg("chars", strconv.Itoa(last+1)+"-"+strconv.Itoa(next))
+	}
+	return text[from:to], note
 }
 
 // parseRange parses `^\s*(\d+)\s*-\s*(\d+)\s*$` as JavaScript reads it

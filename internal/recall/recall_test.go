@@ -200,6 +200,9 @@ func TestSlice(t *testing.T) {
 		{Options{Grep: "error"}, "2: two error", `1 match for "error" (session file)`, true},
 		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (session file)", true},
 		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (session file)", true}, // lines wins
+		{Options{Chars: "5-7"}, "two", "chars 5-7 of 19 (session file) — next: chars=8-19", false},
+		// chars wins, and reads the block: not a partial read of a full output
+		{Options{Chars: "1-3", Lines: "2-2", Grep: "error"}, "one", "chars 1-3 of 19 (session file) — next: chars=4-19", false},
 	} {
 		got, note := Slice(text, tc.o, SourceLedger)
 		if got != tc.want || note != tc.note || tc.o.Partial() != tc.partial {
@@ -438,5 +441,60 @@ func TestLineCountsAgreeWithTheDigest(t *testing.T) {
 		if _, note := Whole(text); note != "" && !strings.Contains(note, " of "+strconv.Itoa(n)+" ") {
 			t.Errorf("%.40q: whole note %q, want of %d", text, note, n)
 		}
+	}
+}
+
+func TestChars(t *testing.T) {
+	const lone = "\xed\xa0\x80" // a lone high surrogate kept as WTF-8: one unit, three bytes
+	alpha := "abcdefghij"
+	pairs := "ab" + emoji + "cd" + emoji // units: a1 b2 😀3-4 c5 d6 😀7-8
+	long := rep("x", 20000)
+	for _, tc := range []struct {
+		name, text, spec, want, note string
+	}{
+		{"ascii", alpha, "3-5", "cde", "chars 3-5 of 10 (session file) — next: chars=6-10"},
+		{"whole text", alpha, "1-10", alpha, "chars 1-10 of 10 (session file)"},
+		{"spaces as lines= takes them", alpha, " 9 - 12 ", "ij", "chars 9-10 of 10 (session file)"},
+		{"start raised to 1", alpha, "0-2", "ab", "chars 1-2 of 10 (session file) — next: chars=3-10"},
+		{"newlines are units, served as they are", "a\r\nb\n", "2-5", "\r\nb\n", "chars 2-5 of 5 (session file)"},
+		{"past the end", alpha, "11-20", "", "empty range 11-10 (session file has 10 chars)"},
+		{"empty text", "", "1-1", "", "empty range 1-0 (session file has 0 chars)"},
+		{"zero range", alpha, "0-0", "", "empty range 1-0 (session file has 10 chars)"},
+		{"astral whole", pairs, "3-4", emoji, "chars 3-4 of 8 (session file) — next: chars=5-8"},
+		{"start inside a pair moves back", pairs, "4-6", emoji + "cd", "chars 3-6 of 8 (session file; 4-6 requested, a surrogate pair is never split) — next: chars=7-8"},
+		{"end inside a pair leaves it out", pairs, "1-3", "ab", "chars 1-2 of 8 (session file; 1-3 requested, a surrogate pair is never split) — next: chars=3-8"},
+		{"half a pair alone takes the pair", pairs, "7-7", emoji, "chars 7-8 of 8 (session file; 7-7 requested, a surrogate pair is never split)"},
+		{"second half alone takes the pair", pairs, "8-8", emoji, "chars 7-8 of 8 (session file; 8-8 requested, a surrogate pair is never split)"},
+		{"lone surrogates are one unit each", "a" + lone + "b" + lone, "2-4", lone + "b" + lone, "chars 2-4 of 4 (session file)"},
+		{"a lone surrogate alone", "a" + lone + "b", "2-2", lone, "chars 2-2 of 3 (session file) — next: chars=3-3"},
+		{"a byte that is not UTF-8 is one unit", "a\xffb", "2-2", "\xff", "chars 2-2 of 3 (session file) — next: chars=3-3"},
+		{"capped", long, "1-20000", rep("x", 7200), "chars 1-7200 of 20000 (session file; 1-20000 requested, 7200-char page cap) — next: chars=7201-14400"},
+		{"capped near the end", long, "14401-99999", rep("x", 5600), "chars 14401-20000 of 20000 (session file)"},
+		{"capped, what is left of the request", long, "101-7400", rep("x", 7200), "chars 101-7300 of 20000 (session file; 101-7400 requested, 7200-char page cap) — next: chars=7301-7400"},
+		{"capped at a pair", "x" + rep(emoji, 4000), "1-8001", "x" + rep(emoji, 3599), "chars 1-7199 of 8001 (session file; 1-8001 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7200-8001"},
+		{"capped after the start moved back", rep(emoji, 4000), "2-8000", rep(emoji, 3600), "chars 1-7200 of 8000 (session file; 2-8000 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7201-8000"},
+		{"absurd bounds", alpha, "1-99999999999999999999999", alpha, "chars 1-10 of 10 (session file)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note := Chars(tc.text, tc.spec, SourceLedger)
+			if got != tc.want || note != tc.note {
+				t.Errorf("Chars(%.30q, %q):\n got %.80q\nnote %q\nwant %.80q\nnote %q", tc.text, tc.spec, got, note, tc.want, tc.note)
+			}
+		})
+	}
+	// The CLI's notes name its flag.
+	if _, note := Slice(long, Options{Chars: "1-20000", Spelling: CLIFlags}, SourceLedger); !strings.HasSuffix(note, " — next: -chars 7201-14400") {
+		t.Errorf("CLI spelling: %q", note)
+	}
+	// Malformed: refused whole, as lines= is.
+	for _, spec := range []string{"", "abc", "3", "3-", "-3", "1-2-3", "1–3", "1.5-2", "+1-2", "1 2", "1-2x", "3-2"} {
+		got, note := Chars(alpha, spec, SourceLedger)
+		want := `malformed chars="` + spec + `": want "start-end", two character positions with start ≤ end, e.g. chars=1-7200 — nothing returned`
+		if got != "" || note != want || ValidChars(spec) {
+			t.Errorf("Chars(%q) = %q, %q (valid %v)", spec, got, note, ValidChars(spec))
+		}
+	}
+	if CharsPageCap != 7200 || tokens.EstimateUnits(CharsPageCap) > WholeTokenCap-200 {
+		t.Errorf("CharsPageCap %d", CharsPageCap)
 	}
 }

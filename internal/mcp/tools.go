@@ -334,7 +334,7 @@ func (s store) search(path, term string) (string, bool) {
 	// Map order is random; the sweep reads blocks in a fixed order.
 	sortBlocks(blocks)
 	sort.Strings(warnings)
-	hits, _, note := recall.Search(blocks, term)
+	hits, _, note := recall.Search(blocks, term, recall.ToolArgs)
 	return recall.RenderSearch(term, hits, note, warnings), false
 }
 

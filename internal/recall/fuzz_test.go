@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,8 +12,9 @@ import (
 )
 
 // markerUnits bounds what a clip adds around the kept units: the
-// "…[line clipped: N chars — …]" tail or the "[…chars a-b of n…] " head.
-const markerUnits = 90
+// "…[line clipped: N chars, chars a-b — …]" tail or the
+// "[…chars=a-b, line chars a-b of n…] " head.
+const markerUnits = 120
 
 // unitSlice returns units [a, b) of s, or false when a cut would split a
 // character.
@@ -30,35 +32,69 @@ func unitSlice(s string, a, b int) (string, bool) {
 
 // checkClip checks one clipped line against the line it came from: what is
 // kept is a run of the line's own characters, at most limit units, and a
-// window's position names exactly that run.
-func checkClip(t *testing.T, line, out string, limit int) {
+// window's position names exactly that run. When the line starts after off
+// units of block, the text chars= reads, the marks name chars= ranges of
+// block that hold what they say; off < 0 is a text chars= does not read,
+// and then they name none.
+func checkClip(t *testing.T, line, out string, limit int, block string, off int) {
 	t.Helper()
 	limit = max(limit, 0) // a negative budget is none
-	if tokens.Units(line) <= limit {
+	n := tokens.Units(line)
+	if n <= limit {
 		if out != line {
 			t.Fatalf("a line that fits changed: %q → %q", line, out)
 		}
 		return
 	}
 	// A window ends with "…", a head clip with "]".
-	if rest, ok := strings.CutPrefix(out, "[…chars "); ok && strings.HasSuffix(out, "…") {
+	if rest, ok := strings.CutPrefix(out, "[…"); ok && strings.HasSuffix(out, "…") {
 		pos, body, ok := strings.Cut(rest, "…] ")
 		if !ok || !strings.HasSuffix(body, "…") {
 			t.Fatalf("window %q", out)
 		}
 		body = strings.TrimSuffix(body, "…")
-		var a, b, n int
-		if _, err := sscan(pos, &a, &b, &n); err != nil {
+		if off >= 0 {
+			var span string
+			if span, pos, ok = strings.Cut(pos, ", "); !ok {
+				t.Fatalf("window %q names no chars= range", out)
+			}
+			var x, y int
+			got, ok := "", false
+			if _, err := fmt.Sscanf(span, "chars=%d-%d", &x, &y); err == nil {
+				got, ok = unitSlice(block, x-1, y)
+			}
+			if !ok || got != body {
+				t.Fatalf("window %q: %s is %q", out, span, got)
+			}
+		}
+		var a, b, m int
+		if _, err := sscan(strings.TrimPrefix(pos, "line chars "), &a, &b, &m); err != nil || !strings.HasPrefix(pos, "line chars ") {
 			t.Fatalf("window position %q: %v", pos, err)
 		}
 		got, ok := unitSlice(line, a-1, b)
-		if !ok || got != body || n != tokens.Units(line) || b-a+1 > limit {
-			t.Fatalf("window %q names %d-%d of %d; line %q", out, a, b, n, line)
+		if !ok || got != body || m != n || b-a+1 > limit {
+			t.Fatalf("window %q names %d-%d of %d; line %q", out, a, b, m, line)
 		}
 		return
 	}
-	marker := "…[line clipped: " + strconv.Itoa(tokens.Units(line)) + " chars — grep=<term> targets content inside it]"
+	marker := "…[line clipped: " + strconv.Itoa(n) + " chars — grep=<term> targets content inside it]"
 	body, ok := strings.CutSuffix(out, marker)
+	if off >= 0 {
+		// The last mark: the line itself may hold the words.
+		k := strings.LastIndex(out, "…[line clipped: ")
+		found := k >= 0
+		head, mark := out[:max(k, 0)], out[max(k, 0)+len("…[line clipped: "):]
+		on := off + tokens.Units(head) + 1
+		want := strconv.Itoa(n) + " chars, chars " + strconv.Itoa(off+1) + "-" + strconv.Itoa(off+n) +
+			" — read on with chars=" + strconv.Itoa(on) + "-" + strconv.Itoa(min(off+n, on+CharsPageCap-1)) + "]"
+		if !found || mark != want {
+			t.Fatalf("head clip %.200q: mark %q, want %q", out, mark, want)
+		}
+		if rest, ok := unitSlice(block, on-1, off+n); !ok || line != head+rest {
+			t.Fatalf("head clip %.200q: the chars= range to read on does not hold the rest", out)
+		}
+		body, ok = head, true
+	}
 	if !ok || !strings.HasPrefix(line, body) || tokens.Units(body) > limit {
 		t.Fatalf("head clip %q of %q", out, line)
 	}
@@ -94,7 +130,7 @@ func FuzzClipLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string, limit, around int) {
 		limit %= 1000
 		out := ClipLine(line, limit, around)
-		checkClip(t, line, out, limit)
+		checkClip(t, line, out, limit, "", -1)
 		if utf8.ValidString(line) && !utf8.ValidString(out) {
 			t.Fatalf("a cut made invalid UTF-8: %q", out)
 		}
@@ -141,6 +177,10 @@ func FuzzSlice(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text, spec, term string) {
 		valid := utf8.ValidString(text) && utf8.ValidString(spec) && utf8.ValidString(term)
 		src := strings.Split(text, "\n")
+		offs := make([]int, len(src)) // where each line starts, in units
+		for i := 1; i < len(src); i++ {
+			offs[i] = offs[i-1] + tokens.Units(src[i-1]) + 1
+		}
 
 		out, note := Whole(text)
 		if tokens.Estimate(text) <= WholeTokenCap {
@@ -150,7 +190,7 @@ func FuzzSlice(f *testing.F) {
 		} else {
 			checkCapped(t, "Whole", out, LineCharCap, WholeTokenCap)
 			for i, l := range strings.Split(out, "\n") {
-				checkClip(t, src[i], l, LineCharCap)
+				checkClip(t, src[i], l, LineCharCap, text, offs[i])
 			}
 		}
 		if valid && (!utf8.ValidString(out) || !utf8.ValidString(note)) {
@@ -167,32 +207,38 @@ func FuzzSlice(f *testing.F) {
 					t.Fatalf("Lines: line %d after %d", n, prev)
 				}
 				prev = n
-				checkClip(t, src[n-1], rest, LineCharCap)
+				checkClip(t, src[n-1], rest, LineCharCap, text, offs[n-1])
 			}
 		}
 		if valid && (!utf8.ValidString(out) || !utf8.ValidString(note)) {
 			t.Fatal("Lines: invalid UTF-8")
 		}
 
-		out, note = Grep(text, term, SourceFullOutput)
-		checkCapped(t, "Grep", out, GrepLineCharCap+12, SliceTokenCap)
 		fd := newFinder(term)
-		if out != "" {
-			prev := 0
-			for _, l := range strings.Split(out, "\n") {
-				n, rest := lineNo(t, l)
-				if n <= prev || n > len(src) || fd.index(src[n-1]) < 0 {
-					t.Fatalf("Grep: line %d does not match", n)
+		for _, source := range []string{SourceFullOutput, SourceLedger} {
+			out, note = Grep(text, term, source)
+			checkCapped(t, "Grep", out, GrepLineCharCap+12, SliceTokenCap)
+			if out != "" {
+				prev := 0
+				for _, l := range strings.Split(out, "\n") {
+					n, rest := lineNo(t, l)
+					if n <= prev || n > len(src) || fd.index(src[n-1]) < 0 {
+						t.Fatalf("Grep: line %d does not match", n)
+					}
+					prev = n
+					off := offs[n-1]
+					if source == SourceFullOutput {
+						off = -1 // a text chars= does not read
+					}
+					checkClip(t, src[n-1], rest, GrepLineCharCap, text, off)
 				}
-				prev = n
-				checkClip(t, src[n-1], rest, GrepLineCharCap)
+			}
+			if valid && (!utf8.ValidString(out) || !utf8.ValidString(note)) {
+				t.Fatal("Grep: invalid UTF-8")
 			}
 		}
-		if valid && (!utf8.ValidString(out) || !utf8.ValidString(note)) {
-			t.Fatal("Grep: invalid UTF-8")
-		}
 
-		hits, truncated, note := Search([]Block{{Code: "a", Text: text}, {Code: "b", Text: spec}, {Code: "c", Text: text}}, term)
+		hits, truncated, note := Search([]Block{{Code: "a", Text: text}, {Code: "b", Text: spec}, {Code: "c", Text: text}}, term, ToolArgs)
 		sum, kept := 0, 0
 		for _, h := range hits {
 			for _, l := range h.Lines {

@@ -95,11 +95,11 @@ func Slice(text string, o Options, source string) (out, note string) {
 	case o.Chars != "":
 		return chars(text, o.Chars, source, o.Spelling)
 	case o.Lines != "":
-		return Lines(text, o.Lines, source)
+		return lines(text, o.Lines, source, o.Spelling)
 	case o.Grep != "":
-		return Grep(text, o.Grep, source)
+		return grep(text, o.Grep, source, o.Spelling)
 	}
-	return Whole(text)
+	return whole(text, o.Spelling)
 }
 
 // Spelling is how a note names the options it suggests: as the tool's
@@ -122,28 +122,68 @@ func (sp Spelling) arg(name, value string) string {
 	return name + "=" + value
 }
 
+// charsReads reports whether source is the text chars= reads, so that
+// positions in it are chars= positions: every source but a tool's full
+// output file, which only line reads search (see Options.Partial).
+func charsReads(source string) bool { return source != SourceFullOutput }
+
+// cursor counts the UTF-16 units of text before a byte offset, moving
+// forward only and only when asked: most reads never need a position.
+type cursor struct {
+	text string
+	b, u int
+}
+
+// unitsAt returns the units of text before byte offset at (at ≥ any
+// offset asked before).
+func (c *cursor) unitsAt(at int) int {
+	c.u += tokens.Units(c.text[c.b:at])
+	c.b = at
+	return c.u
+}
+
+// readLine is the hint for a clipped line of n units that starts after off
+// units of the text chars= reads: its range, and the page that starts it.
+func readLine(lineNo, off, n int, sp Spelling) string {
+	return "line " + strconv.Itoa(lineNo) + " is chars " + span(off+1, off+n) +
+		"; read it with " + sp.arg("chars", span(off+1, off+min(n, CharsPageCap))) + ", then on"
+}
+
+func span(a, b int) string { return strconv.Itoa(a) + "-" + strconv.Itoa(b) }
+
 // Whole returns text unchanged when it fits WholeTokenCap. Otherwise it
 // keeps whole lines from the top, each clipped to LineCharCap, while the
 // running total of Estimate(line)+1 stays within the cap (the first line is
 // always kept), and the note says how much is shown and how to reach the
-// rest. The literal "{code}" in the long-line note is the TypeScript text.
-func Whole(text string) (out, note string) {
+// rest: for a clipped line, the chars= range that holds it, since only
+// chars= reads a line that long whole. text is the block's own text, the
+// one chars= reads.
+func Whole(text string) (out, note string) { return whole(text, ToolArgs) }
+
+func whole(text string, sp Spelling) (out, note string) {
 	total := tokens.Estimate(text)
 	if total <= WholeTokenCap {
 		return text, ""
 	}
 	var kept []string
 	sum, n := 0, 0
-	clipped, stopped := false, false
+	stopped := false
+	cur := &cursor{text: text}
+	long := "" // the hint for the first clipped line
+	at := 0
 	for _, line := range digest.SplitLines(text) {
 		n++
+		start := at
+		at += len(line) + 1
 		if stopped {
 			continue // counting the lines
 		}
-		body, c := clip(line, LineCharCap, -1)
+		body, c := clip(line, LineCharCap, -1, cur, start, sp)
 		// Like the TypeScript, the line that overflows the cap still marks
-		// the read clipped: grep is the one way into it either way.
-		clipped = clipped || c
+		// the read clipped: chars= is the one way into it either way.
+		if c && long == "" {
+			long = readLine(n, cur.unitsAt(start), tokens.Units(line), sp)
+		}
 		sum += tokens.Estimate(body) + 1
 		if len(kept) > 0 && sum > WholeTokenCap {
 			stopped = true
@@ -153,10 +193,10 @@ func Whole(text string) (out, note string) {
 	}
 	note = "result is ~" + strconv.Itoa(total) + " tok; showing lines 1-" + strconv.Itoa(len(kept)) +
 		" of " + strconv.Itoa(n) + " (~" + strconv.Itoa(WholeTokenCap) + " tok cap)"
-	if clipped {
-		note += " · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"
+	if long != "" {
+		note += " · LONG LINE CLIPPED: " + long + ", or " + sp.arg("grep", "<term>") + " inside it"
 	} else {
-		note += " — use lines=<a-b> or grep=<term> for the rest"
+		note += " — use " + sp.arg("lines", "<a-b>") + " or " + sp.arg("grep", "<term>") + " for the rest"
 	}
 	return strings.Join(kept, "\n"), note
 }
@@ -183,7 +223,13 @@ func MalformedLines(spec string) string {
 // "<n>: <line>" clipped to LineCharCap, within WholeTokenCap (at least one
 // line). a is raised to 1 and b lowered to the line count. A malformed spec
 // (see ValidLines) or an empty range returns no text and a note saying so.
+// A clipped line's hint names its chars= range, unless source is a text
+// chars= does not read (a full output file).
 func Lines(text, spec, source string) (out, note string) {
+	return lines(text, spec, source, ToolArgs)
+}
+
+func lines(text, spec, source string, sp Spelling) (out, note string) {
 	if !ValidLines(spec) {
 		return "", MalformedLines(spec)
 	}
@@ -196,12 +242,28 @@ func Lines(text, spec, source string) (out, note string) {
 			" (" + source + " has " + strconv.Itoa(len(lines)) + " " + plural(len(lines), "line", "lines") + ")"
 	}
 	first, last := int(a), int(b)
+	var cur *cursor
+	at := 0
+	if charsReads(source) {
+		cur = &cursor{text: text}
+		for _, l := range lines[:first-1] {
+			at += len(l) + 1
+		}
+	}
 	var kept []string
 	sum := 0
-	clipped := false
+	long := "" // the hint for the first clipped line
 	for i := first - 1; i < last; i++ {
-		body, c := clip(lines[i], LineCharCap, -1)
-		clipped = clipped || c
+		start := at
+		at += len(lines[i]) + 1
+		body, c := clip(lines[i], LineCharCap, -1, cur, start, sp)
+		if c && long == "" {
+			if cur != nil {
+				long = readLine(i+1, cur.unitsAt(start), tokens.Units(lines[i]), sp)
+			} else {
+				long = sp.arg("grep", "<term>") + " reaches inside the long line (" + sp.arg("chars", "<a-b>") + " reads the folded block, not the " + source + ")"
+			}
+		}
 		numbered := strconv.Itoa(i+1) + ": " + body
 		sum += tokens.Estimate(numbered) + 1
 		if len(kept) > 0 && sum > WholeTokenCap {
@@ -210,13 +272,18 @@ func Lines(text, spec, source string) (out, note string) {
 		kept = append(kept, numbered)
 	}
 	shown := first + len(kept) - 1
-	if shown < last || clipped {
+	if shown < last || long != "" {
 		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(shown) + " of " + strconv.Itoa(first) + "-" + strconv.Itoa(last) +
 			" requested (" + source + ", ~" + strconv.Itoa(WholeTokenCap) + " tok cap"
-		if clipped {
-			note += ", long line clipped"
+		var hints []string
+		if shown < last {
+			hints = append(hints, "narrow the range or grep")
 		}
-		note += ") — narrow the range or grep"
+		if long != "" {
+			note += ", long line clipped"
+			hints = append(hints, long)
+		}
+		note += ") — " + strings.Join(hints, "; ")
 	} else {
 		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(len(lines)) + " (" + source + ")"
 	}
@@ -343,14 +410,26 @@ func digits(s string) (float64, string, bool) {
 // as "<n>: <window>" where the window is at most GrepLineCharCap units
 // centred on the first match, within SliceTokenCap (at least one hit). An
 // empty term matches every line, as indexOf("") does; callers treat an empty
-// grep as absent.
+// grep as absent. A clipped hit's marker names its chars= range, unless
+// source is a text chars= does not read (a full output file).
 func Grep(text, term, source string) (out, note string) {
+	return grep(text, term, source, ToolArgs)
+}
+
+func grep(text, term, source string, sp Spelling) (out, note string) {
 	f := newFinder(term)
 	var kept []string
 	sum, hits, n := 0, 0, 0
 	stopped := false
+	var cur *cursor
+	if charsReads(source) {
+		cur = &cursor{text: text}
+	}
+	start := 0
 	for _, line := range digest.SplitLines(text) {
 		n++
+		lineAt := start
+		start += len(line) + 1
 		at := f.index(line)
 		if at < 0 {
 			continue
@@ -359,7 +438,8 @@ func Grep(text, term, source string) (out, note string) {
 		if stopped {
 			continue // over the cap: only counting
 		}
-		h := strconv.Itoa(n) + ": " + ClipLine(line, GrepLineCharCap, at)
+		body, _ := clip(line, GrepLineCharCap, at, cur, lineAt, sp)
+		h := strconv.Itoa(n) + ": " + body
 		sum += tokens.Estimate(h) + 1
 		if len(kept) > 0 && sum > SliceTokenCap {
 			stopped = true
@@ -371,7 +451,7 @@ func Grep(text, term, source string) (out, note string) {
 	case hits == 0:
 		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " " + plural(n, "line", "lines") + ")"
 	case len(kept) < hits:
-		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `" (` + source + ") — narrow your query or use lines=<a-b>"
+		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `" (` + source + ") — narrow your query or use " + sp.arg("lines", "<a-b>")
 	default:
 		note = strconv.Itoa(hits) + " " + plural(hits, "match", "matches") + ` for "` + term + `" (` + source + ")"
 	}
@@ -407,20 +487,26 @@ type Hit struct {
 // Search sweeps term over blocks in order, as Grep does per block, with one
 // SearchTokenCap across all of them: once the running total passes it (and
 // at least one line is kept) the sweep stops and truncated is set. note is
-// the summary the search output carries.
-func Search(blocks []Block, term string) (hits []Hit, truncated bool, note string) {
+// the summary the search output carries; its hints, and those of clipped
+// lines' markers, are spelled sp. A block's Text is the text chars= reads.
+func Search(blocks []Block, term string, sp Spelling) (hits []Hit, truncated bool, note string) {
 	f := newFinder(term)
 	sum, total := 0, 0
 	for _, b := range blocks {
 		var lines []string
 		n := 0
+		cur := &cursor{text: b.Text}
+		start := 0
 		for _, line := range digest.SplitLines(b.Text) {
 			n++
+			lineAt := start
+			start += len(line) + 1
 			at := f.index(line)
 			if at < 0 {
 				continue
 			}
-			h := strconv.Itoa(n) + ": " + ClipLine(line, GrepLineCharCap, at)
+			body, _ := clip(line, GrepLineCharCap, at, cur, lineAt, sp)
+			h := strconv.Itoa(n) + ": " + body
 			sum += tokens.Estimate(h) + 1
 			if sum > SearchTokenCap && (len(hits) > 0 || len(lines) > 0) {
 				truncated = true
@@ -437,7 +523,11 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 		}
 	}
 	if truncated {
-		note = "capped at ~" + strconv.Itoa(SearchTokenCap) + " tok — narrow the term, or follow up with recall_folded {code} lines=<a-b>"
+		follow := "recall_folded {code} " + sp.arg("lines", "<a-b>")
+		if sp == CLIFlags {
+			follow = "a recall of {code} with " + sp.arg("lines", "<a-b>")
+		}
+		note = "capped at ~" + strconv.Itoa(SearchTokenCap) + " tok — narrow the term, or follow up with " + follow
 	} else {
 		note = strconv.Itoa(total) + " matching " + plural(total, "line", "lines") + " across " +
 			strconv.Itoa(len(hits)) + " of " + strconv.Itoa(len(blocks)) + " folded blocks"
@@ -449,29 +539,47 @@ func Search(blocks []Block, term string) (hits []Hit, truncated bool, note strin
 // returned unchanged. Without an anchor (around < 0), or with the anchor in
 // the first half of the budget, the head is kept and a marker says how to
 // reach the rest. Otherwise a window of limit units centred on around is
-// kept, prefixed by its position. Cuts never split a surrogate pair: a
-// window that would start inside one starts after it, and its position says
-// so (the TypeScript prints start+1..start+limit regardless, and can emit a
-// lone low surrogate there).
+// kept, prefixed by its position in the line. Cuts never split a surrogate
+// pair: a window that would start inside one starts after it, and its
+// position says so (the TypeScript prints start+1..start+limit regardless,
+// and can emit a lone low surrogate there). ClipLine knows nothing of the
+// text around the line, so its marks name no chars= range; the reads of
+// this package name one wherever their text is the one chars= reads.
 func ClipLine(line string, limit, around int) string {
-	s, _ := clip(line, limit, around)
+	s, _ := clip(line, limit, around, nil, 0, ToolArgs)
 	return s
 }
 
-// clip is ClipLine that also reports whether it cut.
-func clip(line string, limit, around int) (string, bool) {
+// clip is ClipLine that also reports whether it cut. When cur is not nil,
+// the line starts at byte at of cur's text, the text chars= reads, and the
+// marks name the line's chars= positions (spelled sp): the way on from a
+// head, the exact range of a window.
+func clip(line string, limit, around int, cur *cursor, at int, sp Spelling) (string, bool) {
 	limit = max(limit, 0)
 	n := tokens.Units(line)
 	if n <= limit {
 		return line, false
 	}
 	if around < 0 || 2*around <= limit || limit == 0 {
-		return tokens.SafeSlice(line, limit) + "…[line clipped: " + strconv.Itoa(n) + " chars — grep=<term> targets content inside it]", true
+		head := tokens.SafeSlice(line, limit)
+		if cur == nil {
+			return head + "…[line clipped: " + strconv.Itoa(n) + " chars — " + sp.arg("grep", "<term>") + " targets content inside it]", true
+		}
+		off := cur.unitsAt(at)
+		on := off + tokens.Units(head) + 1
+		return head + "…[line clipped: " + strconv.Itoa(n) + " chars, chars " + span(off+1, off+n) +
+			" — read on with " + sp.arg("chars", span(on, min(off+n, on+CharsPageCap-1))) + "]", true
 	}
 	start := min(max(0, around-limit/2), n-limit)
-	at, start := unitOffset(line, start)
-	shown := tokens.SafeSlice(line[at:], limit)
-	return "[…chars " + strconv.Itoa(start+1) + "-" + strconv.Itoa(start+tokens.Units(shown)) + " of " + strconv.Itoa(n) + "…] " + shown + "…", true
+	b, start := unitOffset(line, start)
+	shown := tokens.SafeSlice(line[b:], limit)
+	end := start + tokens.Units(shown)
+	pos := "line chars " + span(start+1, end) + " of " + strconv.Itoa(n)
+	if cur != nil {
+		off := cur.unitsAt(at)
+		pos = sp.arg("chars", span(off+start+1, off+end)) + ", " + pos
+	}
+	return "[…" + pos + "…] " + shown + "…", true
 }
 
 // unitOffset returns the byte offset of UTF-16 unit u in s. When u falls

@@ -50,17 +50,17 @@ func TestClipLine(t *testing.T) {
 		{alpha, 20, 19, alpha},
 		{alpha, 5, -1, "abcde…[line clipped: 20" + clipTag},
 		{alpha, 10, 5, "abcdefghij…[line clipped: 20" + clipTag},      // anchor in the first half: head
-		{alpha, 10, 6, "[…chars 2-11 of 20…] bcdefghijk…"},            // just past it: a window
-		{alpha, 10, 12, "[…chars 8-17 of 20…] hijklmnopq…"},           // centred
-		{alpha, 10, 19, "[…chars 11-20 of 20…] klmnopqrst…"},          // held inside the line
-		{alpha, 10, 500, "[…chars 11-20 of 20…] klmnopqrst…"},         // anchor past the end
+		{alpha, 10, 6, "[…line chars 2-11 of 20…] bcdefghijk…"},       // just past it: a window
+		{alpha, 10, 12, "[…line chars 8-17 of 20…] hijklmnopq…"},      // centred
+		{alpha, 10, 19, "[…line chars 11-20 of 20…] klmnopqrst…"},     // held inside the line
+		{alpha, 10, 500, "[…line chars 11-20 of 20…] klmnopqrst…"},    // anchor past the end
 		{alpha, 0, -1, "…[line clipped: 20" + clipTag},                // no budget
 		{alpha, -3, 4, "…[line clipped: 20" + clipTag},                // negative budget is none
 		{"ab" + emoji + "cd", 3, -1, "ab…[line clipped: 6" + clipTag}, // head cut would split the pair: dropped whole
 		{"ab" + emoji + "cd", 4, -1, "ab" + emoji + "…[line clipped: 6" + clipTag},
-		{pair, 6, 14, "[…chars 13-18 of 22…] yyyyyy…"}, // window start inside the pair: moves past it
-		{pair, 3, 9, "[…chars 9-10 of 22…] xx…"},       // window end inside the pair: drops it
-		{pair, 4, 11, "[…chars 10-13 of 22…] x" + emoji + "y…"},
+		{pair, 6, 14, "[…line chars 13-18 of 22…] yyyyyy…"}, // window start inside the pair: moves past it
+		{pair, 3, 9, "[…line chars 9-10 of 22…] xx…"},       // window end inside the pair: drops it
+		{pair, 4, 11, "[…line chars 10-13 of 22…] x" + emoji + "y…"},
 		{"a\xed\xa0\x80" + rep("b", 10), 4, -1, "a\xed\xa0\x80bb…[line clipped: 12" + clipTag}, // a lone surrogate in the input is one unit, kept
 	} {
 		if got := ClipLine(tc.line, tc.limit, tc.around); got != tc.want {
@@ -82,12 +82,14 @@ func TestWhole(t *testing.T) {
 		{"a line under the cap rides whole", rep("x", 7999) + "\n", rep("x", 7999) + "\n", ""},
 		{"over the cap", hundred, joinLines(76, func(int) string { return rep("x", 100) }),
 			"result is ~2525 tok; showing lines 1-76 of 100 (~2000 tok cap) — use lines=<a-b> or grep=<term> for the rest"},
-		{"one 40 KB line is clipped", long, rep("x", 7200) + "…[line clipped: 40000" + clipTag,
-			"result is ~10000 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
+		{"one 40 KB line is clipped", long, rep("x", 7200) + "…[line clipped: 40000 chars, chars 1-40000 — read on with chars=7201-14400]",
+			"result is ~10000 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: line 1 is chars 1-40000; read it with chars=1-7200, then on, or grep=<term> inside it"},
 		{"a long line after the cap still marks the read", rep("x", 7000) + "\n" + long + "\n" + long, rep("x", 7000),
-			"result is ~21751 tok; showing lines 1-1 of 3 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
-		{"a clip never splits a pair", astral, "a" + rep(emoji, 3599) + "…[line clipped: 10001" + clipTag,
-			"result is ~2501 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: unseen content inside it is reachable only via recall_folded {code} grep=<term> — grep for the exact token you need"},
+			"result is ~21751 tok; showing lines 1-1 of 3 (~2000 tok cap) · LONG LINE CLIPPED: line 2 is chars 7002-47001; read it with chars=7002-14201, then on, or grep=<term> inside it"},
+		{"a clip never splits a pair", astral, "a" + rep(emoji, 3599) + "…[line clipped: 10001 chars, chars 1-10001 — read on with chars=7200-10001]",
+			"result is ~2501 tok; showing lines 1-1 of 1 (~2000 tok cap) · LONG LINE CLIPPED: line 1 is chars 1-10001; read it with chars=1-7200, then on, or grep=<term> inside it"},
+		{"the first long line is named, at its place after astral lines", emoji + "\n" + long + "\n" + long, emoji + "\n" + rep("x", 7200) + "…[line clipped: 40000 chars, chars 4-40003 — read on with chars=7204-14403]",
+			"result is ~20001 tok; showing lines 1-2 of 3 (~2000 tok cap) · LONG LINE CLIPPED: line 2 is chars 4-40003; read it with chars=4-7203, then on, or grep=<term> inside it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, note := Whole(tc.text)
@@ -126,10 +128,16 @@ func TestLines(t *testing.T) {
 		{"a\n\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
 		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
 			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
-		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag,
-			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — narrow the range or grep"},
-		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
-			"lines 1-3 of 1-3 requested (session file, ~2000 tok cap, long line clipped) — narrow the range or grep"},
+		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]",
+			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
+		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]\n3: c",
+			"lines 1-3 of 1-3 requested (session file, ~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
+		// chars= does not read a full output file: no positions in it.
+		{long, "2-3", SourceFullOutput, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
+			"lines 2-3 of 2-3 requested (full output, ~2000 tok cap, long line clipped) — grep=<term> reaches inside the long line (chars=<a-b> reads the folded block, not the full output)"},
+		// Over the cap as well: both hints.
+		{long + "\n" + long, "2-5", SourceLedger, "2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]\n3: c\n4: a",
+			"lines 2-4 of 2-5 requested (session file, ~2000 tok cap, long line clipped) — narrow the range or grep; line 2 is chars 3-40002; read it with chars=3-7202, then on"},
 	} {
 		got, note := Lines(tc.text, tc.spec, tc.source)
 		if got != tc.want || note != tc.note {
@@ -168,16 +176,21 @@ func TestGrep(t *testing.T) {
 		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (session file)`},
 		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
 			`26 of 200 matches for "ERROR" (full output) — narrow your query or use lines=<a-b>`},
-		{"x\n" + needle, "needle", SourceLive, "2: […chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
+		{"x\n" + needle, "needle", SourceLive, "2: […chars=843-1162, line chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
 			`1 match for "needle" (live block)`},
 		// Astral characters before the match count two units each…
 		{rep(emoji, 200) + "key" + rep("z", 300), "KEY", SourceLedger,
-			"1: […chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (session file)`},
+			"1: […chars=241-560, line chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (session file)`},
 		// …and a window that would start inside one starts after it.
 		{"a" + rep(emoji, 200) + "xkey" + rep("z", 300), "key", SourceLedger,
-			"1: […chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (session file)`},
+			"1: […chars=244-563, line chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (session file)`},
 		// A match at the head of a long line keeps the head.
-		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (session file)`},
+		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003 chars, chars 1-1003 — read on with chars=321-1003]", `1 match for "key" (session file)`},
+		// In a full output file, which chars= does not read, windows and
+		// marks give the position in the line only.
+		{"x\n" + needle, "needle", SourceFullOutput, "2: […line chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
+			`1 match for "needle" (full output)`},
+		{"key" + rep("z", 1000), "key", SourceFullOutput, "1: key" + rep("z", 317) + "…[line clipped: 1003" + clipTag, `1 match for "key" (full output)`},
 	} {
 		got, note := Grep(tc.text, tc.term, tc.source)
 		if got != tc.want || note != tc.note {
@@ -217,7 +230,7 @@ func TestSearch(t *testing.T) {
 		{Code: "bbbbbb", Label: CompactedLabel("bash"), Note: Verified, Text: "nothing"},
 		{Code: "cccccc", Label: LiveLabel("tool_result", "read", 5, 1), Note: Fallback(WhyMismatch("cccccc")), Text: "ERROR two\nerror three"},
 	}
-	hits, truncated, note := Search(blocks, "error")
+	hits, truncated, note := Search(blocks, "error", ToolArgs)
 	if truncated || note != "3 matching lines across 2 of 3 folded blocks" || len(hits) != 2 {
 		t.Fatalf("Search = %v %q %d", truncated, note, len(hits))
 	}
@@ -233,21 +246,21 @@ func TestSearch(t *testing.T) {
 		t.Errorf("RenderSearch:\n%s\nwant\n%s", got, want)
 	}
 
-	hits, _, note = Search(blocks, "NOTHING")
+	hits, _, note = Search(blocks, "NOTHING", ToolArgs)
 	if got := RenderSearch("NOTHING", hits, note, nil); got != `search "NOTHING" — 1 matching line across 1 of 3 folded blocks
 
 === bbbbbb (bash · session file (compacted out of view)) — sha256 verified ===
 1: nothing` {
 		t.Errorf("one hit:\n%s", got)
 	}
-	hits, _, note = Search(blocks, "zzz")
+	hits, _, note = Search(blocks, "zzz", ToolArgs)
 	if got := RenderSearch("zzz", hits, note, nil); got != `search "zzz" — no matching lines in any folded block (0 matching lines across 0 of 3 folded blocks)` {
 		t.Errorf("no hit: %s", got)
 	}
 	// Unverified hits are named where the answer starts, as well as in
 	// their block's line; blocks left out are warned of.
 	blocks[0].Note, blocks[0].Unverified = Mismatch, true
-	hits, _, note = Search(blocks, "error")
+	hits, _, note = Search(blocks, "error", ToolArgs)
 	if got := RenderSearch("error", hits, note, []string{NotSearched("dddddd", WhyMismatch("dddddd"))}); got != `search "error" — 3 matching lines across 2 of 3 folded blocks · ⚠ lines from 1 block are UNVERIFIED (not known to be the folded bytes): aaaaaa
 ⚠ dddddd — not searched: the session file's text for #dddddd failed the fold-time sha256 check
 
@@ -259,12 +272,12 @@ func TestSearch(t *testing.T) {
 2: error three` {
 		t.Errorf("unverified:\n%s", got)
 	}
-	hits, _, note = Search(blocks, "zzz")
+	hits, _, note = Search(blocks, "zzz", ToolArgs)
 	if got := RenderSearch("zzz", hits, note, []string{"2 compacted blocks not searched: no readable session file"}); got != `search "zzz" — no matching lines in the folded blocks searched (0 matching lines across 0 of 3 folded blocks)
 ⚠ 2 compacted blocks not searched: no readable session file` {
 		t.Errorf("no hit, blocks left out:\n%s", got)
 	}
-	if _, _, note := Search(nil, "x"); note != "0 matching lines across 0 of 0 folded blocks" {
+	if _, _, note := Search(nil, "x", ToolArgs); note != "0 matching lines across 0 of 0 folded blocks" {
 		t.Errorf("no blocks: %s", note)
 	}
 
@@ -274,15 +287,15 @@ func TestSearch(t *testing.T) {
 	for _, c := range []string{"b1", "b2", "b3"} {
 		many = append(many, Block{Code: c, Label: "l", Text: thirty})
 	}
-	hits, truncated, note = Search(many, "error")
+	hits, truncated, note = Search(many, "error", ToolArgs)
 	if !truncated || note != "capped at ~1000 tok — narrow the term, or follow up with recall_folded {code} lines=<a-b>" ||
 		len(hits) != 2 || len(hits[0].Lines) != 30 || len(hits[1].Lines) != 22 || hits[1].Lines[21] != "22: error "+rep("x", 60) {
 		t.Errorf("capped: %v %q %d", truncated, note, len(hits))
 	}
 
 	// A hit deep inside a 40 KB line is a centred window.
-	hits, _, _ = Search([]Block{{Code: "d", Label: "l", Text: rep("q", 20000) + "needle" + rep("q", 20000)}}, "NEEDLE")
-	if got := hits[0].Lines[0]; got != "1: […chars 19841-20160 of 40006…] "+rep("q", 160)+"needle"+rep("q", 154)+"…" {
+	hits, _, _ = Search([]Block{{Code: "d", Label: "l", Text: rep("q", 20000) + "needle" + rep("q", 20000)}}, "NEEDLE", ToolArgs)
+	if got := hits[0].Lines[0]; got != "1: […chars=19841-20160, line chars 19841-20160 of 40006…] "+rep("q", 160)+"needle"+rep("q", 154)+"…" {
 		t.Errorf("window: %.80q", got)
 	}
 }
@@ -496,5 +509,48 @@ func TestChars(t *testing.T) {
 	}
 	if CharsPageCap != 7200 || tokens.EstimateUnits(CharsPageCap) > WholeTokenCap-200 {
 		t.Errorf("CharsPageCap %d", CharsPageCap)
+	}
+}
+
+// TestHintsNameWhatTheReaderTypes: every option a note or mark suggests is
+// spelled as its reader passes it: the tool's argument (chars=a-b) or the
+// CLI's flag (-chars a-b).
+func TestHintsNameWhatTheReaderTypes(t *testing.T) {
+	long := "a\n" + rep("x", 40000) + "\nc"
+	many := joinLines(200, func(int) string { return "error " + rep("x", 60) })
+	for _, tc := range []struct {
+		text string
+		o    Options
+		want []string
+	}{
+		{long, Options{}, []string{"…[line clipped: 40000 chars, chars 3-40002 — read on with -chars 7203-14402]",
+			"LONG LINE CLIPPED: line 2 is chars 3-40002; read it with -chars 3-7202, then on, or -grep <term> inside it"}},
+		{joinLines(100, func(int) string { return rep("x", 100) }), Options{}, []string{"— use -lines <a-b> or -grep <term> for the rest"}},
+		{long, Options{Lines: "2-2"}, []string{"— line 2 is chars 3-40002; read it with -chars 3-7202, then on"}},
+		{many, Options{Grep: "error"}, []string{"— narrow your query or use -lines <a-b>"}},
+		{"x\n" + rep("a", 1000) + "NEEDLE" + rep("b", 1000), Options{Grep: "needle"}, []string{"2: […-chars 843-1162, line chars 841-1160 of 2006…] "}},
+		{long, Options{Chars: "1-9000"}, []string{"— next: -chars 7201-9000"}},
+	} {
+		tc.o.Spelling = CLIFlags
+		out, note := Slice(tc.text, tc.o, SourceLedger)
+		for _, w := range tc.want {
+			if !strings.Contains(out+"\n"+note, w) {
+				t.Errorf("%+v: lacks %q:\n%.300q\n%s", tc.o, w, out, note)
+			}
+		}
+		if strings.Contains(note, "=<") || strings.Contains(note, "chars=") {
+			t.Errorf("%+v: a tool argument in a CLI note: %s", tc.o, note)
+		}
+	}
+	var many3 []Block
+	for _, c := range []string{"b1", "b2", "b3"} {
+		many3 = append(many3, Block{Code: c, Text: joinLines(30, func(int) string { return "error " + rep("x", 60) })})
+	}
+	if _, _, note := Search(many3, "error", CLIFlags); note != "capped at ~1000 tok — narrow the term, or follow up with a recall of {code} with -lines <a-b>" {
+		t.Errorf("Search: %s", note)
+	}
+	hits, _, _ := Search([]Block{{Code: "d", Text: "k\n" + rep("q", 20000) + "needle" + rep("q", 20000)}}, "NEEDLE", CLIFlags)
+	if got := hits[0].Lines[0]; !strings.HasPrefix(got, "2: […-chars 19843-20162, line chars 19841-20160 of 40006…] ") {
+		t.Errorf("Search window: %.90q", got)
 	}
 }

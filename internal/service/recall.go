@@ -240,7 +240,7 @@ func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term str
 		}
 		warnings = append(warnings, strconv.Itoa(unread)+noun+" not searched: "+why)
 	}
-	hits, _, note := recall.Search(blocks, term)
+	hits, _, note := recall.Search(blocks, term, recall.ToolArgs)
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}, Searched: term, Hits: []string{}}
 	for _, h := range hits {
 		det.Hits = append(det.Hits, h.Code)

@@ -103,19 +103,26 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 		return nil, errNotOpen
 	}
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}}
+	// A malformed range is refused whole, before anything is read: an
+	// answer of empty bodies each saying "malformed" reads as a success.
+	if p.Chars != "" && !recall.ValidChars(p.Chars) {
+		return &ToolResult{Text: recall.MalformedChars(p.Chars), Details: det, IsError: true}, nil
+	}
 	if p.Lines != "" && !recall.ValidLines(p.Lines) {
-		// Refused whole, before anything is read: an answer of empty
-		// bodies each saying "malformed" reads as a success.
 		return &ToolResult{Text: recall.MalformedLines(p.Lines), Details: det, IsError: true}, nil
+	}
+	sp := recall.ToolArgs
+	if p.CLI {
+		sp = recall.CLIFlags
 	}
 	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
 	if p.Search != "" && len(p.Codes) == 0 {
-		return s.search(ss, led, ledErr, p.Search), nil
+		return s.search(ss, led, ledErr, p.Search, sp), nil
 	}
 	if len(p.Codes) == 0 {
 		return &ToolResult{Text: recall.NoCodesRecall, Details: det}, nil
 	}
-	opts := recall.Options{Lines: p.Lines, Grep: p.Grep}
+	opts := recall.Options{Chars: p.Chars, Lines: p.Lines, Grep: p.Grep, Spelling: sp}
 	if opts.Grep == "" {
 		opts.Grep = p.Search // codes plus search greps those codes
 	}
@@ -153,6 +160,8 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 		if src.live {
 			sourceName = recall.SourceLive
 		}
+		// A chars read is not partial: it pages the text the sha256
+		// verified, whose positions the other reads' hints name.
 		if opts.Partial() && src.fullOutput != "" {
 			if data, err := os.ReadFile(src.fullOutput); err == nil {
 				text, sourceName = string(data), recall.SourceFullOutput
@@ -172,7 +181,7 @@ func (s *Service) recall(p RecallParams) (*ToolResult, error) {
 // one whose text is not known to be the folded bytes is marked Unverified;
 // a compacted block whose session-file text fails its check is left out,
 // and the answer says so, as it does when there is no session file to read.
-func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term string) *ToolResult {
+func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term string, sp recall.Spelling) *ToolResult {
 	ss.recallCalls++
 	var blocks []recall.Block
 	var warnings []string
@@ -240,7 +249,7 @@ func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term str
 		}
 		warnings = append(warnings, strconv.Itoa(unread)+noun+" not searched: "+why)
 	}
-	hits, _, note := recall.Search(blocks, term, recall.ToolArgs)
+	hits, _, note := recall.Search(blocks, term, sp)
 	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}, Searched: term, Hits: []string{}}
 	for _, h := range hits {
 		det.Hits = append(det.Hits, h.Code)

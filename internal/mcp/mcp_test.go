@@ -14,7 +14,9 @@ import (
 	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/tokens"
 )
 
 // session runs a server over pipes and returns a call function.
@@ -216,7 +218,7 @@ func TestTextsMatchPi(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{recallDescription, unfoldDescription, codesDescription, grepDescription, linesDescription, searchDescription, unfoldCodes} {
+	for _, s := range []string{recallDescription, unfoldDescription, codesDescription, grepDescription, linesDescription, charsDescription, searchDescription, unfoldCodes} {
 		if !strings.Contains(string(ts), s) {
 			t.Errorf("extension/tools.ts does not say %q", s)
 		}
@@ -338,4 +340,54 @@ func TestCallerScoping(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("a stale note", call("recall_folded", `{"search":"old"}`))
+}
+
+// TestRecallPagesALongLineByChars: a folded text that is one 30,000-character
+// line comes back from the store byte for byte by chars= pages, each found
+// in the note before it; a malformed chars= is refused before anything is
+// read.
+func TestRecallPagesALongLineByChars(t *testing.T) {
+	dir := t.TempDir()
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unit 7200, a page's end, is the first half of a pair.
+	long := "xyz" + strings.Repeat("é😀ab", 5999) + "zz"
+	conversationWith(t, st, "a", "r:long", long)
+	st.Close()
+	code := digest.Code("r:long")
+	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
+
+	text, _ := textOf(t, rpc(call("recall_folded", `{"codes":["`+code+`"]}`)))
+	if !strings.Contains(text, "LONG LINE CLIPPED: line 1 is chars 1-30000; read it with chars=1-7200, then on") {
+		t.Fatalf("whole read:\n%.300s", text)
+	}
+	var got strings.Builder
+	next, pages := "1-7200", 0
+	for next != "" {
+		text, isErr := textOf(t, rpc(call("recall_folded", `{"codes":["`+code+`"],"chars":"`+next+`"}`)))
+		header, body, ok := strings.Cut(text, " ===\n")
+		first, _, _ := strings.Cut(header, "\n")
+		if isErr || !ok || !strings.HasPrefix(first, "✓ "+code+" — Bash · context-fold record · sha256 verified · chars ") {
+			t.Fatalf("chars=%s:\n%.300s", next, text)
+		}
+		if u := tokens.Units(body); u > recall.CharsPageCap || u == 0 {
+			t.Fatalf("chars=%s: a page of %d units", next, u)
+		}
+		if pages == 0 && !strings.Contains(first, "chars 1-7199 of 30000") {
+			t.Fatalf("the first page splits the pair at its end:\n%s", first)
+		}
+		got.WriteString(body)
+		_, next, _ = strings.Cut(first, " — next: chars=")
+		if pages++; pages > 10 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if got.String() != long || pages != 5 {
+		t.Fatalf("%d pages give %d bytes, want the %d folded bytes", pages, got.Len(), len(long))
+	}
+	if text, isErr := textOf(t, rpc(call("recall_folded", `{"codes":["`+code+`"],"chars":"9-2"}`))); !isErr || !strings.HasPrefix(text, `malformed chars="9-2"`) {
+		t.Errorf("malformed chars accepted:\n%s", text)
+	}
 }

@@ -19,11 +19,12 @@ import (
 // The tools' texts: those of the Pi extension (extension/tools.ts; a test
 // keeps them equal), with unfold's timing as the proxy applies it.
 const (
-	recallDescription = "Read back the exact original of a block shown as {#<code> FOLDED} (an older tool result or thinking that was folded to a short digest; its error lines stay visible in the digest). Bounded: whole reads are capped; slice with grep=<term> or lines=<a-b>; search=<term> without codes finds which folded block holds a term. Read-only: blocks stay folded. If a narrower command or a file read gets the detail more cheaply, do that instead."
+	recallDescription = "Read back the exact original of a block shown as {#<code> FOLDED} (an older tool result or thinking that was folded to a short digest; its error lines stay visible in the digest). Bounded: whole reads are capped; slice with grep=<term>, lines=<a-b> or chars=<a-b>; search=<term> without codes finds which folded block holds a term. Read-only: blocks stay folded. If a narrower command or a file read gets the detail more cheaply, do that instead."
 	unfoldDescription = "Restore folded blocks ({#<code> FOLDED}) to their full content in your context from the next request on, for good. Costs their full size on every later request: prefer recall_folded for a one-time read."
 	codesDescription  = "Fold codes from {#<code> FOLDED} tags in your context (bare code or the whole tag). Omit when using `search`."
 	grepDescription   = "Return only lines containing this text (case-insensitive)."
 	linesDescription  = `Return only a line range, 1-based inclusive, e.g. "40-80".`
+	charsDescription  = `Return characters of the block verbatim, 1-based inclusive (UTF-16 units), e.g. "1-7200"; 7200 at most per read. For lines too long to read whole.`
 	searchDescription = "Find WHICH folded blocks hold this text: one bounded sweep over every folded block, hits grouped by code."
 	unfoldCodes       = "Fold codes from {#<code> FOLDED} tags (bare code or the whole tag)."
 )
@@ -50,6 +51,7 @@ func (st store) tools() []Tool {
 				"codes":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": codesDescription},
 				"grep":   str(grepDescription),
 				"lines":  str(linesDescription),
+				"chars":  str(charsDescription),
 				"search": str(searchDescription),
 			}}),
 			Call: st.recall,
@@ -239,6 +241,7 @@ type recallArgs struct {
 	Codes  []string `json:"codes"`
 	Grep   string   `json:"grep"`
 	Lines  string   `json:"lines"`
+	Chars  string   `json:"chars"`
 	Search string   `json:"search"`
 }
 
@@ -255,6 +258,9 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return "recall_folded: bad arguments: " + err.Error(), true
 		}
+	}
+	if a.Chars != "" && !recall.ValidChars(a.Chars) {
+		return recall.MalformedChars(a.Chars), true
 	}
 	if a.Lines != "" && !recall.ValidLines(a.Lines) {
 		return recall.MalformedLines(a.Lines), true
@@ -273,7 +279,7 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 	if len(a.Codes) == 0 {
 		return recall.NoCodesRecall, false
 	}
-	opts := recall.Options{Lines: a.Lines, Grep: a.Grep}
+	opts := recall.Options{Chars: a.Chars, Lines: a.Lines, Grep: a.Grep}
 	if opts.Grep == "" {
 		opts.Grep = a.Search
 	}

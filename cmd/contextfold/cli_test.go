@@ -25,7 +25,7 @@ var flagsOf = map[string][]string{
 	"demo":    {"-window", "-svg", "-every"},
 	"bench":   {"-windows", "-window", "-out", "-json", "-half", "-quiet"},
 	"inspect": {"-json"},
-	"recall":  {"-grep", "-lines", "-search"},
+	"recall":  {"-grep", "-lines", "-chars", "-search"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
 	"mcp":     {"-store"},
@@ -158,6 +158,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"inspect"}, {"inspect", "a", "b"}, {"inspect", "-json"},
 		{"recall"}, {"recall", "f"}, {"recall", "-search", "x"}, {"recall", "-grep"},
 		{"recall", "-lines", "abc", "f", "c"}, {"recall", "f", "c", "-lines", "5-2"}, {"recall", "f", "c", "-lines=40"},
+		{"recall", "f", "c", "-chars", "9-2"}, {"recall", "-chars=x", "f", "c"}, {"recall", "f", "c", "-chars"},
 		{"handoff"}, {"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
 		{"proxy", "-max-memory", "0"}, {"proxy", "-window", "-1"},
 	}
@@ -234,6 +235,13 @@ func (p *persister) Handle(_ context.Context, method string, params json.RawMess
 // (after the fold: a tampered file).
 func foldedSession(t *testing.T, edit func([]json.RawMessage)) string {
 	t.Helper()
+	return foldedSessionWith(t, "", edit)
+}
+
+// foldedSessionWith is foldedSession with first, when not empty, as the
+// first call's output.
+func foldedSessionWith(t *testing.T, first string, edit func([]json.RawMessage)) string {
+	t.Helper()
 	msgs := []json.RawMessage{json.RawMessage(`{"role":"user","content":[{"type":"text","text":"go"}],"timestamp":1}`)}
 	for i := 0; i < 30; i++ {
 		msgs = append(msgs, json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":[{"type":"toolCall","id":"c%d","name":"bash","arguments":{"command":"run %d"}}],"responseId":"r%d","timestamp":%d}`, i, i, i, 10+2*i)))
@@ -244,6 +252,10 @@ func foldedSession(t *testing.T, edit func([]json.RawMessage)) string {
 				continue
 			}
 			fmt.Fprintf(&b, "c%d line %d: the quick brown fox\n", i, k)
+		}
+		if i == 0 && first != "" {
+			b.Reset()
+			b.WriteString(first)
 		}
 		msgs = append(msgs, json.RawMessage(fmt.Sprintf(`{"role":"toolResult","toolCallId":"c%d","toolName":"bash","content":[{"type":"text","text":%s}],"isError":false,"timestamp":%d}`, i, rawjson.QuoteString(b.String()), 11+2*i)))
 	}
@@ -354,5 +366,47 @@ func TestHandoffOfAnEmptySession(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.md")); len(m) != 0 {
 		t.Errorf("wrote %v", m)
+	}
+}
+
+// TestRecallCharsOnASessionFile: -chars pages through a folded line too
+// long for any line read, byte for byte; the notes name the flag (-chars
+// a-b), never the tool's argument; a malformed -chars is a usage error.
+func TestRecallCharsOnASessionFile(t *testing.T) {
+	long := "head " + strings.Repeat("0123456789😀", 2500) + " tail" // 30,010 units
+	file := foldedSessionWith(t, long, nil)
+	code := digest.Code("r:c0")
+	cli := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		c := run(args, &out, &errb)
+		return c, out.String(), errb.String()
+	}
+	c, out, _ := cli("recall", file, code)
+	if c != 0 || !strings.Contains(out, "LONG LINE CLIPPED: line 1 is chars 1-30010; read it with -chars 1-7200, then on, or -grep <term> inside it") ||
+		!strings.Contains(out, "— read on with -chars 7201-14400]") || strings.Contains(out, "chars=") {
+		t.Fatalf("whole read: %d\n%.600s", c, out)
+	}
+	var got strings.Builder
+	next, pages := "1-7200", 0
+	for next != "" {
+		c, out, errs := cli("recall", file, code, "-chars", next)
+		header, body, ok := strings.Cut(out, " ===\n")
+		first, _, _ := strings.Cut(header, "\n")
+		if c != 0 || errs != "" || !ok || !strings.HasPrefix(first, "✓ "+code+" — bash · session file · sha256 verified · chars ") || strings.Contains(first, "chars=") {
+			t.Fatalf("-chars %s: %d %q\n%.300s", next, c, errs, out)
+		}
+		got.WriteString(strings.TrimSuffix(body, "\n")) // Println's newline
+		_, next, _ = strings.Cut(first, " — next: -chars ")
+		if pages++; pages > 10 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if got.String() != long || pages != 5 {
+		t.Fatalf("%d pages give %d bytes, want the %d folded bytes", pages, got.Len(), len(long))
+	}
+	for _, bad := range []string{"abc", "5-2"} {
+		if c, out, errs := cli("recall", file, code, "-chars", bad); c != 2 || out != "" || errs != `contextfold recall: malformed -chars "`+bad+`": want a-b, two character positions with a ≤ b, e.g. -chars 1-7200 (run 'contextfold recall -h' for usage)`+"\n" {
+			t.Errorf("-chars %s: %d %q %q", bad, c, out, errs)
+		}
 	}
 }

@@ -97,13 +97,14 @@ func commands() []command {
 				"-json prints the same as JSON.",
 			inspectCmd},
 		{"recall", []form{
-			{"<session.jsonl> <code>... [-grep T] [-lines a-b]", "read folded blocks back from a session file, verified"},
+			{"<session.jsonl> <code>... [-grep T] [-lines a-b] [-chars a-b]", "read folded blocks back from a session file, verified"},
 			{"<session.jsonl> -search T", "find which folded blocks hold a term"},
 		},
 			"Recall reads folded blocks back from a Pi session file exactly as the recall_folded tool does: " +
 				"each verified against its fold-time sha256 and labelled with what was served. A code is bare " +
 				"(q6fnlt) or the whole tag ({#q6fnlt FOLDED}). A whole read is capped; -grep keeps the lines " +
-				"holding a term, -lines reads a line range. -search without a code sweeps every folded block " +
+				"holding a term, -lines reads a line range, -chars a character range verbatim (a page at a time: " +
+				"the way through a line too long to read whole). -search without a code sweeps every folded block " +
 				"for a term. Flags may come after the arguments. Exits 1 when no code could be read.",
 			recallCmd},
 		{"handoff", []form{{`<session.jsonl> [-goal "…"] [-print]`, "write the /fold-handoff seed for a session file"}},

@@ -42,8 +42,9 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("recall")
 	grep := fs.String("grep", "", "only the lines holding `T` (case-insensitive)")
 	lines := fs.String("lines", "", "only lines `a-b` (1-based, inclusive, a ≤ b), e.g. 40-80")
+	chars := fs.String("chars", "", "only characters `a-b`, verbatim (1-based, inclusive, a ≤ b, in UTF-16 units), e.g. 1-7200; wins over -lines and -grep")
 	search := fs.String("search", "", "find which folded blocks hold `T` (no code needed); with codes, grep them for it")
-	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "search": true}), stdout, stderr); !ok {
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "chars": true, "search": true}), stdout, stderr); !ok {
 		return exit
 	}
 	switch {
@@ -53,13 +54,15 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 		return wantArgs(stderr, "recall", "a session file and at least one code (or -search T)", fs.Args())
 	case *lines != "" && !recall.ValidLines(*lines):
 		return usageError(stderr, "recall", "malformed -lines %q: want a-b, two line numbers with a ≤ b, e.g. -lines 40-80", *lines)
+	case *chars != "" && !recall.ValidChars(*chars):
+		return usageError(stderr, "recall", "malformed -chars %q: want a-b, two character positions with a ≤ b, e.g. -chars 1-7200", *chars)
 	}
 	svc, err := service.Offline(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold recall:", err)
 		return 1
 	}
-	res, err := svc.Recall(service.RecallParams{Codes: fs.Args()[1:], Grep: *grep, Lines: *lines, Search: *search})
+	res, err := svc.Recall(service.RecallParams{Codes: fs.Args()[1:], Grep: *grep, Lines: *lines, Chars: *chars, Search: *search, CLI: true})
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold recall:", err)
 		return 1

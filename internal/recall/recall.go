@@ -15,9 +15,10 @@
 // and every kept line is clipped (ClipLine), so a single enormous line cannot
 // ride through a line-based cap. Chars is the one read that never clips:
 // paging through it returns every byte of a block, a line of any length
-// included. Lengths are UTF-16 code units and token
-// figures come from tokens.Estimate, as in the TypeScript design; no cut ever
-// splits a surrogate pair.
+// included, and the notes of the others name the chars= range of a line
+// they clip. Lengths are UTF-16 code units and token figures come from
+// tokens.Estimate, as in the TypeScript design; no cut ever splits a
+// surrogate pair.
 //
 // The package is pure: no I/O, no clock. The caller (the engine service)
 // decides what is folded, which route serves a code, and whether its text

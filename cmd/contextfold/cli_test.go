@@ -375,7 +375,7 @@ func TestHandoffOfAnEmptySession(t *testing.T) {
 func TestRecallCharsOnASessionFile(t *testing.T) {
 	long := "head " + strings.Repeat("0123456789😀", 2500) + " tail" // 30,010 units
 	file := foldedSessionWith(t, long, nil)
-	code := digest.Code("r:c0")
+	code := digest.ScopedCode("s1", "r:c0")
 	cli := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		c := run(args, &out, &errb)

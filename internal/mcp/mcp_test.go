@@ -109,6 +109,19 @@ func note(t *testing.T, path, id, name, args string) {
 	}
 }
 
+// placed returns a call function whose calls come from the conversation
+// at path: each is noted there, as the proxy notes it, and made with the
+// model's call id, as Claude Code makes it.
+func placed(t *testing.T, path string) func(name, args string) string {
+	n := 0
+	return func(name, args string) string {
+		n++
+		id := fmt.Sprintf("toolu_%d", n)
+		note(t, path, id, "mcp__contextfold__"+name, args)
+		return callAs(name, args, id)
+	}
+}
+
 // TestProtocol: the handshake the three clients make, and the errors.
 func TestProtocol(t *testing.T) {
 	dir, _ := fixture(t)
@@ -153,15 +166,7 @@ func TestRecallAndUnfold(t *testing.T) {
 	dir, path := fixture(t)
 	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
 	c1, c2 := digest.Code("r:call_1"), digest.Code("r:call_2")
-	n := 0
-	// call is a call of the model in the fixture's conversation, as the
-	// proxy notes it and Claude Code makes it.
-	call := func(name, args string) string {
-		n++
-		id := fmt.Sprintf("toolu_%d", n)
-		note(t, path, id, "mcp__contextfold__"+name, args)
-		return callAs(name, args, id)
-	}
+	call := placed(t, path)
 
 	text, isErr := textOf(t, rpc(call("recall_folded", `{"codes":["{#`+c1+` FOLDED}"]}`)))
 	if isErr || !strings.HasSuffix(text, "===\n"+texts["r:call_1"]) || !strings.Contains(text, "✓ "+c1+" — Bash · context-fold record · sha256 verified") {
@@ -354,10 +359,10 @@ func TestRecallPagesALongLineByChars(t *testing.T) {
 	}
 	// Unit 7200, a page's end, is the first half of a pair.
 	long := "xyz" + strings.Repeat("é😀ab", 5999) + "zz"
-	conversationWith(t, st, "a", "r:long", long)
+	path, code := conversationWith(t, st, "", "a", "r:long", long)
 	st.Close()
-	code := digest.Code("r:long")
 	rpc := session(t, &Server{Name: "contextfold", Version: "test", Tools: Tools(dir)})
+	call := placed(t, path)
 
 	text, _ := textOf(t, rpc(call("recall_folded", `{"codes":["`+code+`"]}`)))
 	if !strings.Contains(text, "LONG LINE CLIPPED: line 1 is chars 1-30000; read it with chars=1-7200, then on") {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -101,6 +102,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
 	cut := fs.Bool("cut-through", true, "send a folded request upstream while its body still arrives, predicted from the previous request and confirmed before its last byte; -cut-through=false holds each body until it is whole")
+	allowHost := fs.String("allow-host", "", "comma-separated `hosts` (names or IP addresses, no port) to serve besides loopback names and the listen address, in the Host header and a browser page's Origin: for a gateway or a LAN name; * serves any Host, though a page's Origin must still be loopback, the listen address or listed")
 	maxMemory := fs.Int64("max-memory", proxy.DefaultMaxHeld, "conversation state held in memory, in `bytes`; the least recently used conversations are dropped (and read back from the store when they return)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
@@ -131,6 +133,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *window < 0 {
 		return usageError(stderr, "proxy", "-window %d: want a number of tokens", *window)
 	}
+	for _, h := range strings.Split(*allowHost, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if err := proxy.CheckAllowedHost(h); err != nil {
+			return usageError(stderr, "proxy", "-allow-host: %v", err)
+		}
+		cfg.AllowedHosts = append(cfg.AllowedHosts, h)
+	}
 	level := logLevel(slog.LevelInfo)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold proxy")
 	cfg.Log = log
@@ -152,11 +163,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.Folder = folder
 		log.Info("folding", "store", dir)
 	}
-	p, err := proxy.New(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "contextfold proxy:", err)
-		return 1
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold proxy:", err)
@@ -165,6 +171,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	addr := ln.Addr().(*net.TCPAddr)
 	if !addr.IP.IsLoopback() {
 		log.Warn("listening on a non-loopback address: anyone who reaches it can send requests through it to the upstreams", "addr", addr.String())
+	}
+	// Requests may name the address listened on, as they may loopback.
+	cfg.ListenHost = addr.IP.String()
+	p, err := proxy.New(cfg)
+	if err != nil {
+		ln.Close()
+		fmt.Fprintln(stderr, "contextfold proxy:", err)
+		return 1
 	}
 	srv := &http.Server{
 		Handler:           p,

@@ -70,6 +70,8 @@ func TestProxyUsageErrors(t *testing.T) {
 		{"-openai", "host:80"},
 		{"-max-body", "0"},
 		{"-max-body", "abc"},
+		{"-allow-host", "gw.example:8080"},
+		{"-allow-host", "gw.example,http://lan.example"},
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
@@ -79,6 +81,70 @@ func TestProxyUsageErrors(t *testing.T) {
 		}
 		if strings.Contains(errb.String(), "pw@") {
 			t.Errorf("%v: the error shows the password: %q", args, errb.String())
+		}
+	}
+}
+
+// startProxy runs the proxy command with args until the test ends, and
+// returns its base URL.
+func startProxy(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runProxy(ctx, append([]string{"-listen", "127.0.0.1:0", "-fold=false"}, args...), pw, &stderr)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exit
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address line: %v (stderr %q)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, pr)
+	return strings.TrimPrefix(strings.TrimSpace(line), "contextfold proxy listening on ")
+}
+
+// TestProxyAllowHost: the command serves loopback Host names, and others
+// only as -allow-host lists them; with *, any Host, but still no page of an
+// unlisted origin.
+func TestProxyAllowHost(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	for _, c := range []struct {
+		allow        string
+		host, origin string
+		want         int
+	}{
+		{"", "localhost:8719", "", 200},
+		{"", "evil.example:8719", "", 403},
+		{"", "gw.example", "", 403},
+		{"", "localhost:8719", "https://evil.example", 403},
+		{"gw.example, 10.0.0.7", "gw.example", "", 200},
+		{"gw.example, 10.0.0.7", "10.0.0.7:8719", "", 200},
+		{"gw.example, 10.0.0.7", "gw.example", "https://gw.example", 200},
+		{"gw.example, 10.0.0.7", "evil.example", "", 403},
+		{"*", "evil.example", "", 200},
+		{"*", "evil.example", "https://evil.example", 403},
+	} {
+		base := startProxy(t, "-anthropic", up.URL, "-openai", up.URL, "-allow-host", c.allow)
+		req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader("{}"))
+		req.Host = c.host
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("-allow-host %q, Host %q, Origin %q: status %d, want %d: %s", c.allow, c.host, c.origin, res.StatusCode, c.want, b)
 		}
 	}
 }

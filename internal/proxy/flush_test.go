@@ -84,7 +84,8 @@ func TestHeadersWaitForFirstBytes(t *testing.T) {
 					w.Header().Set("X-End", "yes")
 				}
 			})
-			p, err := New(Config{OpenAI: mustURL(t, up.URL)})
+			// httptest.NewRequest names host example.com.
+			p, err := New(Config{OpenAI: mustURL(t, up.URL), AllowedHosts: []string{"example.com"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +129,8 @@ func TestUpgradePassesThrough(t *testing.T) {
 		fmt.Fprintf(brw, "echo %s", line)
 		brw.Flush()
 	})
-	s, _ := front(t, nil, up, nil)
+	// The request names host x, which the proxy serves only when told to.
+	s, _ := front(t, nil, up, func(c *Config) { c.AllowedHosts = []string{"x"} })
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,23 @@
 // This file is the transport: routing, limits, streaming and errors. The
 // guarantees it gives every request, folded or not:
 //
+//   - It serves only requests addressed to it: their Host names a loopback
+//     host (localhost, *.localhost, 127.0.0.0/8, ::1), the listen address
+//     or a host of Config.AllowedHosts (AnyHost there: any Host). A
+//     browser's request from a page of another host (an Origin naming
+//     none of those hosts, whatever AnyHost, or "null") or site
+//     (Sec-Fetch-Site: cross-site), a CORS preflight included, is refused
+//     too. Refused: 403, with no CORS headers, before the body is read or
+//     the Folder sees it; so a web page cannot reach the proxy by DNS
+//     rebinding or a cross-site request (origin.go). A client that sends
+//     no Origin, as coding agents do, is judged by its Host alone.
 //   - It forwards only to the configured upstreams: a request naming another
 //     host (absolute-form URI, CONNECT) is refused, so it is never an open
 //     proxy.
 //   - Headers pass through (hop-by-hop ones aside) and nothing is added; API
 //     keys are never logged: logs carry the method, the path without its
-//     query, the status and the time.
+//     query, the status and the time, and a refused request's Host or
+//     Origin cut to 100 bytes.
 //   - Response bodies are forwarded as they arrive, flushed chunk by chunk,
 //     never buffered; upstream statuses, headers and bodies pass through
 //     verbatim, errors included. An event stream's headers wait for its
@@ -83,12 +94,21 @@ type Config struct {
 	// before anything goes upstream; by default a body of declared length
 	// is sent while it arrives (cut-through, see cutthrough.go).
 	StoreAndForward bool
+	// ListenHost is the host of the address the proxy listens on: a
+	// request may name it as it may a loopback name (origin.go). An
+	// unspecified address (0.0.0.0, ::) adds nothing.
+	ListenHost string
+	// AllowedHosts are further host names or IP addresses a request's Host
+	// and Origin may name; AnyHost accepts any Host, but an Origin must
+	// still be loopback, the listen host or listed by name.
+	AllowedHosts []string
 }
 
 // Proxy is an http.Handler forwarding to the configured upstreams.
 type Proxy struct {
-	cfg Config
-	rp  *httputil.ReverseProxy
+	cfg   Config
+	hosts *hostPolicy
+	rp    *httputil.ReverseProxy
 }
 
 type ctxKey struct{}
@@ -134,6 +154,10 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	hosts, err := newHostPolicy(cfg.ListenHost, cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -148,7 +172,7 @@ func New(cfg Config) (*Proxy, error) {
 		t.DisableCompression = true
 		cfg.Transport = t
 	}
-	p := &Proxy{cfg: cfg}
+	p := &Proxy{cfg: cfg, hosts: hosts}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
@@ -237,6 +261,13 @@ func (p *Proxy) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 	api := APIOf(r)
+	// Before anything else: a request the proxy does not serve reaches
+	// neither the Folder nor an upstream.
+	if why, value := p.hosts.refused(r); why != nil {
+		p.cfg.Log.Warn(why.log, why.header, logValue(value), "method", r.Method, "path", r.URL.Path)
+		writeError(w, api, http.StatusForbidden, "permission_error", why.message)
+		return
+	}
 	// An absolute-form target or CONNECT asks for another host: refused,
 	// whatever the host, so the proxy reaches only its upstreams.
 	if r.Method == http.MethodConnect || r.URL.IsAbs() || r.URL.Host != "" || !strings.HasPrefix(r.RequestURI, "/") {

@@ -19,6 +19,10 @@
 //   - It forwards only to the configured upstreams: a request naming another
 //     host (absolute-form URI, CONNECT) is refused, so it is never an open
 //     proxy.
+//   - Requests stay within an upstream's path prefix: a path with a . or ..
+//     segment, raw, percent-encoded (%2e), or set off by an encoded slash
+//     (%2f, %5c) or a backslash, is refused with 400, not resolved; no
+//     client of these APIs sends one.
 //   - Headers pass through (hop-by-hop ones aside) and nothing is added; API
 //     keys are never logged: logs carry the method, the path without its
 //     query, the status and the time, and a refused request's Host or
@@ -275,6 +279,13 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "contextfold proxy forwards only to its configured upstreams; send the request to its path, e.g. POST /v1/messages")
 		return
 	}
+	// Appended to an upstream's path prefix, a dot segment could leave it:
+	// refused, not resolved, as no client of these APIs sends one.
+	if hasDotSegment(r.URL.Path) {
+		p.cfg.Log.Warn("refused a path with a dot segment", "method", r.Method, "path", logValue(r.URL.Path))
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "contextfold proxy refuses a path with a . or .. segment, which could leave the upstream's path; send the request to its path as the API names it, e.g. POST /v1/messages")
+		return
+	}
 	if p.upstream(api) == nil {
 		writeError(w, api, http.StatusBadGateway, "api_error", fmt.Sprintf("contextfold proxy has no %s upstream configured", api))
 		return
@@ -312,6 +323,18 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		setBody(r, out, in.buf)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+}
+
+// hasDotSegment reports whether path, as decoded (so %2e is a dot and %2f
+// a slash), has a . or .. segment between slashes or backslashes, which
+// some servers also take for slashes.
+func hasDotSegment(path string) bool {
+	for seg := range strings.FieldsFuncSeq(path, func(c rune) bool { return c == '/' || c == '\\' }) {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // errInternal marks a request the proxy itself failed.

@@ -326,6 +326,83 @@ func TestNotAnOpenProxy(t *testing.T) {
 	}
 }
 
+// TestDotSegments: a path with a . or .. segment, raw, percent-encoded or
+// made of an encoded slash or a backslash, is refused with 400 in its API's
+// shape and reaches no upstream, whose path prefix it could leave; a path
+// without one is forwarded behind the prefix as sent.
+func TestDotSegments(t *testing.T) {
+	ant := newUpstream(t, "anthropic", nil)
+	oai := newUpstream(t, "openai", nil)
+	s, _ := front(t, ant, oai, func(c *Config) {
+		c.Anthropic = mustURL(t, ant.URL+"/gateway/anthropic")
+		c.OpenAI = mustURL(t, oai.URL+"/gateway/openai")
+	})
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/v1/messages", true},
+		{"/v1/a..b/messages", true},
+		{"/v1/.well-known/x", true},
+		{"/v1/messages...", true},
+		{"/v1/../x", false},
+		{"/v1/..", false},
+		{"/..", false},
+		{"/v1/%2e%2e/x", false},
+		{"/v1/%2E%2e%2fx", false},
+		{"/v1/%2e%2E%2Fx", false},
+		{"/v1/..%2fx", false},
+		{"/v1/..%5cx", false},
+		{"/v1/..%5Cx", false},
+		{"/v1/..\\x", false},
+		{"/v1/./messages", false},
+		{"/v1/%2e/messages", false},
+		{"/v1/messages/.", false},
+		{"/v1/messages?a=/../b", true},
+		{"/v1/chat/completions", true},
+		{"/v1/chat/../../admin", false},
+	} {
+		for _, header := range []string{"anthropic-version: 2023-06-01\r\n", ""} {
+			api := struct {
+				to     *upstream
+				prefix string
+			}{oai, "/gateway/openai"}
+			if header != "" || strings.HasPrefix(c.path, "/v1/messages") {
+				api.to, api.prefix = ant, "/gateway/anthropic"
+			}
+			before := len(api.to.requests())
+			conn, err := net.Dial("tcp", mustURL(t, s.URL).Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: 2\r\nConnection: close\r\n\r\n{}", c.path, header)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("%s: %v", c.path, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			conn.Close()
+			got := api.to.requests()[before:]
+			if c.ok {
+				want := api.prefix + strings.SplitN(c.path, "?", 2)[0]
+				if res.StatusCode != 200 || len(got) != 1 || got[0].path != want {
+					t.Errorf("%s to %s: status %d, upstream saw %+v, want 200 and %s", c.path, api.to.name, res.StatusCode, got, want)
+				}
+				continue
+			}
+			var e struct {
+				Type  string
+				Error struct{ Type, Message string }
+			}
+			json.Unmarshal(b, &e)
+			if res.StatusCode != 400 || len(got) != 0 || e.Error.Type != "invalid_request_error" || (api.to == ant) != (e.Type == "error") {
+				t.Errorf("%s to %s: status %d %s, upstream saw %+v; want 400 in the API's shape, nothing forwarded", c.path, api.to.name, res.StatusCode, b, got)
+			}
+		}
+	}
+}
+
 // TestBodyLimit: a body over the limit gets 413 in the API's error shape;
 // with its length declared, the upstream never sees it.
 func TestBodyLimit(t *testing.T) {

@@ -33,6 +33,9 @@
 //     first bytes, 10 ms at most, to go to the client with them (flush.go).
 //   - Request bodies are bounded (Config.MaxBody): a larger one is refused
 //     with 413 before the upstream sees it when its length is declared.
+//     Over HTTP/1 the rest of such a body is then read and dropped, 1 GiB
+//     or 10 s at most, before the connection closes: a client still
+//     sending gets the 413, not a reset.
 //   - When the upstream cannot be reached, the client gets a 502 in its API's
 //     error shape, so its SDK reports it as a provider error.
 package proxy
@@ -129,6 +132,8 @@ type reqInfo struct {
 	body io.ReadCloser
 	// held is the writer the answer goes to the client through.
 	held *heldHeaders
+	// client is the request's body as the server gave it, unbounded.
+	client io.Reader
 }
 
 // errReader fails every read with its error.
@@ -290,14 +295,17 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		writeError(w, api, http.StatusBadGateway, "api_error", fmt.Sprintf("contextfold proxy has no %s upstream configured", api))
 		return
 	}
+	info := &reqInfo{api: api, start: time.Now(), held: w, client: r.Body}
 	if r.ContentLength > p.cfg.MaxBody {
-		p.tooLarge(w, api, r)
+		p.tooLarge(w, r, info)
 		return
 	}
 	// The server's own writer: over the limit, MaxBytesReader has it close
-	// the connection after the answer, which a wrapper would hide.
-	r.Body = http.MaxBytesReader(w.ResponseWriter, r.Body, p.cfg.MaxBody)
-	info := &reqInfo{api: api, start: time.Now(), held: w}
+	// the connection after the answer, which a wrapper would hide. Closing
+	// the body does nothing (the transport closes the body it fails to
+	// send), so the rest can still be read after a 413; the server closes
+	// it once the handler returns.
+	r.Body = http.MaxBytesReader(w.ResponseWriter, io.NopCloser(r.Body), p.cfg.MaxBody)
 	if fa, ok := foldable(r); ok && p.cfg.Folder != nil {
 		in := p.cfg.Folder.Begin(r, fa)
 		info.in = in
@@ -306,13 +314,13 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		// Folder hold it on their own.
 		defer in.buf.release()
 		if !p.cfg.StoreAndForward && r.ContentLength > 0 && len(in.cands) > 0 {
-			p.serveCutThrough(w, r, api, fa, info)
+			p.serveCutThrough(w, r, fa, info)
 			return
 		}
 		err := readBody(r.Body, in.buf, in)
 		if err != nil {
 			in.done()
-			p.unread(w, api, r, err)
+			p.unread(w, r, info, err)
 			return
 		}
 		out, why := p.cfg.Folder.Fold(r, fa, in.buf.b, in)
@@ -341,14 +349,14 @@ func hasDotSegment(path string) bool {
 var errInternal = errors.New("contextfold proxy internal error")
 
 // unread answers a request whose body could not be read.
-func (p *Proxy) unread(w http.ResponseWriter, api API, r *http.Request, err error) {
+func (p *Proxy) unread(w http.ResponseWriter, r *http.Request, info *reqInfo, err error) {
 	var big *http.MaxBytesError
 	if errors.As(err, &big) {
-		p.tooLarge(w, api, r)
+		p.tooLarge(w, r, info)
 		return
 	}
 	if errors.Is(err, errInternal) {
-		writeError(w, api, http.StatusBadGateway, "api_error", err.Error())
+		writeError(w, info.api, http.StatusBadGateway, "api_error", err.Error())
 		return
 	}
 	p.cfg.Log.Debug("client went away while sending", "method", r.Method, "path", r.URL.Path)
@@ -357,7 +365,7 @@ func (p *Proxy) unread(w http.ResponseWriter, api API, r *http.Request, err erro
 // serveCutThrough serves a request whose body may be predicted (see
 // cutthrough.go): upstream while it arrives if a candidate predicts it,
 // else once it is in and decided.
-func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, api API, fa codec.API, info *reqInfo) {
+func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, fa codec.API, info *reqInfo) {
 	ct := newCutThrough(info.in, r.ContentLength, p.cfg.Log)
 	info.ct = ct
 	wait := p.cutThrough(r, fa, ct)
@@ -381,7 +389,7 @@ func (p *Proxy) serveCutThrough(w http.ResponseWriter, r *http.Request, api API,
 	}
 	wait()
 	if ct.state == cutFailed {
-		p.unread(w, api, r, ct.err)
+		p.unread(w, r, info, ct.err)
 		return
 	}
 	info.ct = nil
@@ -425,9 +433,36 @@ func (p *Proxy) cutThrough(r *http.Request, fa codec.API, ct *cutThrough) (wait 
 	return func() { <-done }
 }
 
-func (p *Proxy) tooLarge(w http.ResponseWriter, api API, r *http.Request) {
+// drainMax and drainTime bound what tooLarge reads of a body after its
+// answer.
+const (
+	drainMax  = 1 << 30
+	drainTime = 10 * time.Second
+)
+
+// tooLarge answers a request whose body is over the limit. Over HTTP/1 it
+// then reads the rest of the body and drops it, drainMax or drainTime at
+// most, before the connection closes: closed with bytes unread, it would
+// be reset, and a client still sending, or that reads only once it has
+// sent, would see the reset instead of the 413.
+func (p *Proxy) tooLarge(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	p.cfg.Log.Warn("refused a request body over the limit", "method", r.Method, "path", r.URL.Path, "limit", p.cfg.MaxBody)
-	writeError(w, api, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over contextfold proxy's limit of %d bytes (-max-body)", p.cfg.MaxBody))
+	drain := r.ProtoMajor == 1
+	rc := http.NewResponseController(w)
+	if drain {
+		// Full duplex: net/http's word that the body is read after the
+		// answer has begun (else it may give up on the body itself).
+		rc.EnableFullDuplex()
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, info.api, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body over contextfold proxy's limit of %d bytes (-max-body)", p.cfg.MaxBody))
+	if !drain {
+		return
+	}
+	rc.Flush() // the 413 goes before the drain, for a client reading while it sends
+	rc.SetReadDeadline(time.Now().Add(drainTime))
+	// 64 KB reads rather than io.Discard's 8 KB: fewer of them.
+	io.CopyBuffer(struct{ io.Writer }{io.Discard}, io.LimitReader(info.client, drainMax), make([]byte, 64<<10))
 }
 
 // logged notes the upstream's answer, and has the calls of context-fold's
@@ -449,18 +484,19 @@ func (p *Proxy) logged(res *http.Response) error {
 // failed answers a request the upstream did not: 413 for a body that grew
 // over the limit, nothing for a client that went away, 502 otherwise.
 func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, err error) {
-	api := APIOf(r)
-	if info, ok := r.Context().Value(ctxKey{}).(*reqInfo); ok && info.ct != nil {
+	info := r.Context().Value(ctxKey{}).(*reqInfo)
+	api := info.api
+	if info.ct != nil {
 		if e := info.ct.failure(); e != nil {
 			// The client's body broke off while it was being sent on.
-			p.unread(w, api, r, e)
+			p.unread(w, r, info, e)
 			return
 		}
 	}
 	var big *http.MaxBytesError
 	switch {
 	case errors.As(err, &big):
-		p.tooLarge(w, api, r)
+		p.tooLarge(w, r, info)
 	case r.Context().Err() != nil:
 		p.cfg.Log.Debug("client went away", "method", r.Method, "path", r.URL.Path)
 	default:

@@ -443,8 +443,8 @@ func TestBodyLimit(t *testing.T) {
 	if res.StatusCode != 413 || oe.Error.Type != "request_too_large" {
 		t.Errorf("chunked: %d %+v", res.StatusCode, oe)
 	}
-	// The rest of the body is never read: the connection closes after the
-	// answer instead of carrying the rest as the next request.
+	// The rest of the body is never taken for the next request: the
+	// connection closes after the answer.
 	if !res.Close {
 		t.Errorf("chunked: the connection stays open after the 413 (header %v)", res.Header)
 	}
@@ -457,6 +457,96 @@ func TestBodyLimit(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 {
 		t.Errorf("at the limit: %d", res.StatusCode)
+	}
+}
+
+// TestTooLargeReachesTheClient: a client that sends the whole of a body
+// over the limit before it reads can send it all, then reads the 413, every
+// time: with its length declared or chunked, read by the proxy (folded) or
+// the transport (not), with Connection: close or without. The body
+// overflows the sockets' buffers: unless the proxy reads it on after the
+// answer, the client's write ends in a reset. (Linux still hands such a
+// client the 413 it received, but a client that stops at the failed write,
+// as many do, or a system that drops what it received on a reset, shows
+// the reset instead.)
+func TestTooLargeReachesTheClient(t *testing.T) {
+	const limit, size = 1 << 20, 32 << 20
+	ant := newUpstream(t, "anthropic", nil)
+	oai := newUpstream(t, "openai", nil)
+	plain, _ := front(t, ant, oai, func(c *Config) { c.MaxBody = limit })
+	folding, _ := front(t, ant, oai, func(c *Config) {
+		c.MaxBody = limit
+		c.Folder = testFolder(t, 0, nil)
+	})
+	body := bytes.Repeat([]byte("x"), size)
+	var chunked bytes.Buffer
+	for b := body; len(b) > 0; b = b[64<<10:] {
+		fmt.Fprintf(&chunked, "%x\r\n%s\r\n", 64<<10, b[:64<<10])
+	}
+	chunked.WriteString("0\r\n\r\n")
+	for _, c := range []struct {
+		name    string
+		s       *httptest.Server
+		path    string
+		chunked bool
+		close   bool
+	}{
+		{"declared, close", plain, "/v1/messages", false, true},
+		{"chunked, close, forwarded", plain, "/v1/responses", true, true},
+		{"chunked, close, folded", folding, "/v1/chat/completions", true, true},
+		{"declared, keep-alive", plain, "/v1/responses", false, false},
+		{"chunked, keep-alive", folding, "/v1/messages", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			head := "POST " + c.path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+			out := body
+			if c.chunked {
+				head += "Transfer-Encoding: chunked\r\n"
+				out = chunked.Bytes()
+			} else {
+				head += fmt.Sprintf("Content-Length: %d\r\n", size)
+			}
+			if c.close {
+				head += "Connection: close\r\n"
+			}
+			head += "\r\n"
+			req := append([]byte(head), out...)
+			failed := 0
+			for i := range 20 {
+				conn, err := net.Dial("tcp", mustURL(t, c.s.URL).Host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn.SetDeadline(time.Now().Add(30 * time.Second))
+				// The connection reset, the write fails (and some clients
+				// report that, not the answer they have received).
+				_, werr := conn.Write(req)
+				br := bufio.NewReader(conn)
+				res, err := http.ReadResponse(br, nil)
+				if werr != nil || err != nil {
+					failed++
+					t.Errorf("try %d: sending: %v; answer: %v", i, werr, err)
+					conn.Close()
+					continue
+				}
+				b, _ := io.ReadAll(res.Body)
+				rest, _ := io.ReadAll(br)
+				conn.Close()
+				if res.StatusCode != 413 || !strings.Contains(string(b), "request_too_large") || res.Proto != "HTTP/1.1" {
+					failed++
+					t.Errorf("try %d: %s %d %s", i, res.Proto, res.StatusCode, b)
+				}
+				if !res.Close || len(rest) != 0 {
+					t.Errorf("try %d: the connection did not close after the answer (%d bytes more)", i, len(rest))
+				}
+			}
+			if failed > 0 {
+				t.Errorf("%d of 20 tries sent no whole body or got no 413", failed)
+			}
+		})
+	}
+	if n := len(ant.requests()) + len(oai.requests()); n != 0 {
+		t.Errorf("the upstreams got %d requests", n)
 	}
 }
 

@@ -64,7 +64,9 @@ func commands() []command {
 				"Anthropic requests (/v1/messages, or any carrying anthropic-version) go to -anthropic, " +
 				"everything else to -openai, with the path and query unchanged. Only those two upstreams are " +
 				"ever contacted; headers pass through, keys are never logged, streams are forwarded as they " +
-				"arrive. The first line on stdout is the address it listens on. It folds stale tool results of " +
+				"arrive. It serves only requests addressed to a loopback host name or its listen address " +
+				"(-allow-host adds names, e.g. for a gateway) and refuses a browser's requests from pages of " +
+				"any other host. The first line on stdout is the address it listens on. It folds stale tool results of " +
 				"/v1/messages, /v1/responses and /v1/chat/completions requests, each conversation (named by " +
 				"the client's session id) on its own, and keeps each folded output and fold event in that " +
 				"conversation's file under -store before the request is sent; 'contextfold mcp' gives the " +

@@ -550,6 +550,32 @@ func TestTooLargeReachesTheClient(t *testing.T) {
 	}
 }
 
+// TestTooLargeAnsweredFirst: the 413 is sent before the rest of the body is
+// read and dropped, so a client reading while it sends has it at once,
+// not once it has sent all or the proxy gives up reading.
+func TestTooLargeAnsweredFirst(t *testing.T) {
+	oai := newUpstream(t, "openai", nil)
+	s, _ := front(t, nil, oai, func(c *Config) { c.MaxBody = 1 << 20 })
+	for _, te := range []string{fmt.Sprintf("Content-Length: %d", 8<<20), "Transfer-Encoding: chunked"} {
+		conn, err := net.Dial("tcp", mustURL(t, s.URL).Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		part := strings.Repeat("x", 2<<20)
+		if te[0] == 'T' {
+			part = fmt.Sprintf("%x\r\n%s\r\n", len(part), part)
+		}
+		// The rest of the body is never sent.
+		fmt.Fprintf(conn, "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n\r\n%s", te, part)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil || res.StatusCode != 413 {
+			t.Errorf("%s: no 413 while the body is still due: %v %v", te, res, err)
+		}
+	}
+}
+
 // TestUpstreamErrorsVerbatim: an upstream error answer reaches the client
 // with its status, headers and body unchanged.
 func TestUpstreamErrorsVerbatim(t *testing.T) {

@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/engine"
+	"github.com/contextfold/contextfold/internal/foldstore"
 	"github.com/contextfold/contextfold/internal/protocol"
 	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/registry"
 	"github.com/contextfold/contextfold/internal/service"
 )
 
@@ -24,8 +27,8 @@ var flagsOf = map[string][]string{
 	"version": {"-json"},
 	"demo":    {"-window", "-svg", "-every"},
 	"bench":   {"-windows", "-window", "-out", "-json", "-half", "-quiet"},
-	"inspect": {"-json"},
-	"recall":  {"-grep", "-lines", "-chars", "-search"},
+	"inspect": {"-json", "-store"},
+	"recall":  {"-grep", "-lines", "-chars", "-search", "-store"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
 	"mcp":     {"-store"},
@@ -140,7 +143,7 @@ func TestTopLevelUsage(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"recall <session.jsonl> -search T", "contextfold --version"} {
+	for _, want := range []string{"recall [session] -search T", "contextfold --version"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("usage lacks %q", want)
 		}
@@ -155,8 +158,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"nope"}, {"-x"}, {"help", "nope"}, {"help", "a", "b"},
 		{"version", "x"}, {"serve", "x"}, {"demo", "x"}, {"demo", "-window", "0"}, {"demo", "-window", "abc"}, {"demo", "-every", "-1"},
 		{"bench", "-windows", "abc"}, {"bench", "-window", "-5"}, {"bench", "-half", "middle"}, {"bench", "-trace-policies", "x"},
-		{"inspect"}, {"inspect", "a", "b"}, {"inspect", "-json"},
-		{"recall"}, {"recall", "f"}, {"recall", "-search", "x"}, {"recall", "-grep"},
+		{"inspect", "a", "b"},
+		{"recall"}, {"recall", "f"}, {"recall", "-grep"},
 		{"recall", "-lines", "abc", "f", "c"}, {"recall", "f", "c", "-lines", "5-2"}, {"recall", "f", "c", "-lines=40"},
 		{"recall", "f", "c", "-chars", "9-2"}, {"recall", "-chars=x", "f", "c"}, {"recall", "f", "c", "-chars"},
 		{"handoff"}, {"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
@@ -409,4 +412,81 @@ func TestRecallCharsOnASessionFile(t *testing.T) {
 			t.Errorf("-chars %s: %d %q %q", bad, c, out, errs)
 		}
 	}
+}
+
+// TestOfflineTargets: recall and inspect read a Pi session named by its
+// file, by the id Pi prints (or a unique prefix), or, named by nothing, the
+// latest session of the current directory; and a proxy conversation named
+// by its file or id, byte-exact and sha256-verified.
+func TestOfflineTargets(t *testing.T) {
+	file := foldedSession(t, nil)
+	code := digest.ScopedCode("s1", "r:c0")
+	agent := t.TempDir()
+	t.Setenv("PI_CODING_AGENT_DIR", agent)
+	wd := t.TempDir()
+	t.Chdir(wd)
+	safe := "--" + strings.ReplaceAll(strings.TrimPrefix(wd, "/"), "/", "-") + "--"
+	sessions := filepath.Join(agent, "sessions", safe)
+	os.MkdirAll(sessions, 0o755)
+	data, _ := os.ReadFile(file)
+	named := filepath.Join(sessions, "2026-12-02T00-00-00-000Z_01a24f41-8fbd-77d3-b8fe-4186b7050dbf.jsonl")
+	os.WriteFile(named, data, 0o644)
+	store := t.TempDir()
+	proxyCode, proxyText := proxyConversation(t, store)
+
+	cli := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		c := run(args, &out, &errb)
+		return c, out.String(), errb.String()
+	}
+	for _, args := range [][]string{
+		{"recall", file, code, "-store", store},
+		{"recall", "01a24f41-8fbd-77d3-b8fe-4186b7050dbf", code, "-store", store},
+		{"recall", "01a24f41", code, "-store", store},
+		{"recall", code, "-store", t.TempDir()}, // the latest session: this directory's
+	} {
+		c, out, errs := cli(args...)
+		if c != 0 || !strings.Contains(out, "✓ "+code+" — bash · session file · sha256 verified") {
+			t.Errorf("%v: exit %d\n%.300s\n%s", args, c, out, errs)
+		}
+	}
+	files, _ := foldstore.Files(store)
+	id := strings.TrimSuffix(filepath.Base(files[0]), ".jsonl")
+	for _, spec := range []string{files[0], id, id[:10]} {
+		c, out, errs := cli("recall", spec, proxyCode, "-store", store)
+		if c != 0 || !strings.Contains(out, "✓ "+proxyCode+" — Bash · context-fold record · sha256 verified") || !strings.HasSuffix(out, "===\n"+proxyText+"\n") {
+			t.Errorf("recall %s: exit %d\n%.300s\n%s", spec, c, out, errs)
+		}
+		c, out, errs = cli("inspect", spec, "-store", store)
+		if c != 0 || !strings.Contains(out, "proxy conversation (anthropic-messages)") || !strings.Contains(out, "{#"+proxyCode+" FOLDED}") || !strings.Contains(out, "verified") {
+			t.Errorf("inspect %s: exit %d\n%.300s\n%s", spec, c, out, errs)
+		}
+	}
+	if c, _, errs := cli("recall", "zzzzzzzzz", code, "-store", store); c != 1 || !strings.Contains(errs, "no session file, Pi session id or proxy conversation id") {
+		t.Errorf("an unknown id: exit %d, %s", c, errs)
+	}
+}
+
+// proxyConversation writes a proxy conversation that folded one block to
+// the store at dir and returns the block's code and text.
+func proxyConversation(t *testing.T, dir string) (code, text string) {
+	t.Helper()
+	st, err := foldstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, _, err := st.Conversation("anthropic-messages", "", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	text = "line one\nhalf an emoji \xed\xa0\xbd\nERROR: disk full"
+	code = digest.ScopedCode(foldstore.FileName("anthropic-messages", "k"), "r:toolu_1")
+	b, l := registry.Extent(text)
+	ev := &engine.Event{Seq: 1, Trigger: "budget", Folds: []registry.Record{{ID: "r:toolu_1", Code: code, Bytes: b, Lines: l, SHA256: registry.Sum(text), Tool: "Bash", Kind: "tool_result", Digest: "d"}}}
+	if err := c.Commit(ev, func(string) (string, bool) { return text, true }); err != nil {
+		t.Fatal(err)
+	}
+	return code, text
 }

@@ -92,22 +92,27 @@ func commands() []command {
 				"caching, and prints a Markdown report (JSON with -json). -out writes the report, its JSON and " +
 				"SVG charts; -sweep and -sweep-ladder print parameter grids instead.",
 			benchCmd},
-		{"inspect", []form{{"[-json] <session.jsonl>", "report a session file's fold events, codes and recall check"}},
-			"Inspect reads a Pi session file and reports its fold state: the fold events and their layers, " +
-				"compactions, and every code with its size, whether it is folded, unfolded or recorded at " +
-				"compaction, and whether recall can serve it (its text checked against the fold-time sha256). " +
-				"-json prints the same as JSON.",
+		{"inspect", []form{{"[-json] [-store dir] [session]", "report a session's fold events, codes and recall check"}},
+			"Inspect reads a Pi session or a conversation contextfold proxy folded and reports its fold " +
+				"state: the fold events and their layers, compactions, and every code with its size, whether " +
+				"it is folded, unfolded or recorded at compaction, and whether recall can serve it (its text " +
+				"checked against the fold-time sha256). The session is a Pi session file or the id Pi prints " +
+				"(or a unique prefix of it), a proxy conversation's file or id (its file name in -store), or, " +
+				"when none is named, the latest: the newest Pi session of the current directory and proxy " +
+				"conversation. -json prints the same as JSON.",
 			inspectCmd},
 		{"recall", []form{
-			{"<session.jsonl> <code>... [-grep T] [-lines a-b] [-chars a-b]", "read folded blocks back from a session file, verified"},
-			{"<session.jsonl> -search T", "find which folded blocks hold a term"},
+			{"[session] <code>... [-grep T] [-lines a-b] [-chars a-b]", "read folded blocks back from a session, verified"},
+			{"[session] -search T", "find which folded blocks hold a term"},
 		},
-			"Recall reads folded blocks back from a Pi session file exactly as the recall_folded tool does: " +
-				"each verified against its fold-time sha256 and labelled with what was served. A code is bare " +
-				"(q6fnlt) or the whole tag ({#q6fnlt FOLDED}). A whole read is capped; -grep keeps the lines " +
-				"holding a term, -lines reads a line range, -chars a character range verbatim (a page at a time: " +
-				"the way through a line too long to read whole). -search without a code sweeps every folded block " +
-				"for a term. Flags may come after the arguments. Exits 1 when no code could be read.",
+			"Recall reads folded blocks back from a Pi session or a proxy conversation exactly as the " +
+				"recall_folded tool does: each verified against its fold-time sha256 and labelled with what was " +
+				"served. The session is named as for inspect (the latest when the first argument is a code). " +
+				"A code is bare (q6fnlt) or the whole tag ({#q6fnlt FOLDED}). A whole read is capped; -grep " +
+				"keeps the lines holding a term, -lines reads a line range, -chars a character range verbatim " +
+				"(a page at a time: the way through a line too long to read whole). -search without a code " +
+				"sweeps every folded block for a term. Flags may come after the arguments. Exits 1 when no " +
+				"code could be read.",
 			recallCmd},
 		{"handoff", []form{{`<session.jsonl> [-goal "…"] [-print]`, "write the /fold-handoff seed for a session file"}},
 			"Handoff writes the seed /fold-handoff writes for a Pi session file: the goal verbatim, a " +

@@ -4,78 +4,130 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/contextfold/contextfold/internal/digest"
+	"github.com/contextfold/contextfold/internal/foldstore"
 	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/service"
 )
 
-// inspectCmd reports a Pi session file's fold state: events, layers, codes
-// and whether each recalls, tokens masked, compactions.
+// inspectCmd reports a session's fold state: events, layers, codes and
+// whether each recalls, tokens masked, compactions.
 func inspectCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if exit, ok := parse(fs, reorder(args, map[string]bool{"json": false}), stdout, stderr); !ok {
+	store := fs.String("store", "", "`directory` of the proxy's fold record, for a conversation id (default: the user's state directory, contextfold/proxy)")
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"json": false, "store": true}), stdout, stderr); !ok {
 		return exit
 	}
-	if fs.NArg() != 1 {
-		return wantArgs(stderr, "inspect", "one session file", fs.Args())
+	if fs.NArg() > 1 {
+		return wantArgs(stderr, "inspect", "at most one session", fs.Args())
 	}
-	svc, err := service.Offline(fs.Arg(0))
+	t, err := findTarget(fs.Arg(0), *store)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold inspect:", err)
 		return 1
 	}
-	in := svc.Inspect()
+	var in any
+	var write func()
+	if t.proxy {
+		c, err := foldstore.ReadFile(t.path)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold inspect:", err)
+			return 1
+		}
+		ci := foldstore.Inspect(t.path, c)
+		in, write = ci, func() { foldstore.WriteInspection(stdout, ci) }
+	} else {
+		svc, err := service.Offline(t.path)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold inspect:", err)
+			return 1
+		}
+		si := svc.Inspect()
+		in, write = si, func() { service.WriteInspection(stdout, si) }
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(in)
 		return 0
 	}
-	service.WriteInspection(stdout, in)
+	write()
 	return 0
 }
 
-// recallCmd reads a folded block back from a session file, verified exactly
-// as the recall_folded tool does.
+// recallCmd reads folded blocks back from a session, verified exactly as
+// the recall_folded tool does.
 func recallCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("recall")
 	grep := fs.String("grep", "", "only the lines holding `T` (case-insensitive)")
 	lines := fs.String("lines", "", "only lines `a-b` (1-based, inclusive, a ≤ b), e.g. 40-80")
 	chars := fs.String("chars", "", "only characters `a-b`, verbatim (1-based, inclusive, a ≤ b, in UTF-16 units), e.g. 1-7200; wins over -lines and -grep")
 	search := fs.String("search", "", "find which folded blocks hold `T` (no code needed); with codes, grep them for it")
-	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "chars": true, "search": true}), stdout, stderr); !ok {
+	store := fs.String("store", "", "`directory` of the proxy's fold record, for a conversation id (default: the user's state directory, contextfold/proxy)")
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "chars": true, "search": true, "store": true}), stdout, stderr); !ok {
 		return exit
 	}
+	// The session comes first, unless the first argument is a code: then
+	// the latest session is read.
+	spec, codes := "", fs.Args()
+	if len(codes) > 0 {
+		if _, isCode := digest.ParseCode(codes[0]); !isCode || fileExists(codes[0]) {
+			spec, codes = codes[0], codes[1:]
+		}
+	}
 	switch {
-	case fs.NArg() == 0 && *search != "":
-		return wantArgs(stderr, "recall", "a session file", nil)
-	case fs.NArg() < 2 && *search == "":
-		return wantArgs(stderr, "recall", "a session file and at least one code (or -search T)", fs.Args())
+	case len(codes) == 0 && *search == "":
+		return wantArgs(stderr, "recall", "at least one code (or -search T)", fs.Args())
 	case *lines != "" && !recall.ValidLines(*lines):
 		return usageError(stderr, "recall", "malformed -lines %q: want a-b, two line numbers with a ≤ b, e.g. -lines 40-80", *lines)
 	case *chars != "" && !recall.ValidChars(*chars):
 		return usageError(stderr, "recall", "malformed -chars %q: want a-b, two character positions with a ≤ b, e.g. -chars 1-7200", *chars)
 	}
-	svc, err := service.Offline(fs.Arg(0))
+	t, err := findTarget(spec, *store)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold recall:", err)
 		return 1
 	}
-	res, err := svc.Recall(service.RecallParams{Codes: fs.Args()[1:], Grep: *grep, Lines: *lines, Chars: *chars, Search: *search, CLI: true})
-	if err != nil {
-		fmt.Fprintln(stderr, "contextfold recall:", err)
+	req := recall.Request{Codes: codes, Grep: *grep, Lines: *lines, Chars: *chars, Search: *search, Spelling: recall.CLIFlags}
+	var rep recall.Reply
+	if t.proxy {
+		c, err := foldstore.ReadFile(t.path)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold recall:", err)
+			return 1
+		}
+		rep = recall.Answer([]recall.Store{c.RecallStore()}, req)
+	} else {
+		svc, err := service.Offline(t.path)
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold recall:", err)
+			return 1
+		}
+		if rep, err = svc.Answer(req); err != nil {
+			fmt.Fprintln(stderr, "contextfold recall:", err)
+			return 1
+		}
+	}
+	if spec == "" {
+		fmt.Fprintln(stderr, "contextfold recall: reading the latest session,", t)
+	}
+	if rep.IsError {
+		fmt.Fprintln(stderr, "contextfold recall:", rep.Text)
 		return 1
 	}
-	if res.IsError {
-		fmt.Fprintln(stderr, "contextfold recall:", res.Text)
-		return 1
-	}
-	fmt.Fprintln(stdout, res.Text)
-	if d, ok := res.Details.(service.RecallDetails); ok && len(d.Recalled) == 0 && *search == "" {
+	fmt.Fprintln(stdout, rep.Text)
+	if len(rep.Recalled) == 0 && *search == "" {
 		return 1
 	}
 	return 0
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }
 
 // handoffCmd writes the same handoff seed /fold-handoff writes.

@@ -43,6 +43,7 @@ import (
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/jsonl"
 	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/registry"
 )
 
@@ -654,3 +655,59 @@ func decodeLine(raw []byte) (l Line, ok bool) {
 	})
 	return l, ok && l.T != ""
 }
+
+// RecallStore is a conversation file's folded blocks for recall: its fold
+// records, read back from the texts the file holds, each checked against
+// the sha256 it was stored with and the one in its record.
+type RecallStore struct {
+	c        *Contents
+	recs     map[string]registry.Record
+	unfolded map[string]bool
+}
+
+// RecallStore returns what the file holds as a recall.Store.
+func (c *Contents) RecallStore() *RecallStore {
+	return &RecallStore{c: c, recs: c.Records(), unfolded: c.Unfolded()}
+}
+
+// Lookup implements recall.Store.
+func (s *RecallStore) Lookup(code string) (registry.Record, bool) {
+	rec, ok := s.recs[code]
+	return rec, ok
+}
+
+// Folded implements recall.Store: the records of blocks not unfolded, by
+// code (a fixed order: the file's is the events').
+func (s *RecallStore) Folded() []registry.Record {
+	var out []registry.Record
+	for _, rec := range s.recs {
+		if !s.unfolded[rec.ID] {
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	return out
+}
+
+// Unfolded reports whether an unfold released block id.
+func (s *RecallStore) Unfolded(id string) bool { return s.unfolded[id] }
+
+// Read implements recall.Store.
+func (s *RecallStore) Read(rec registry.Record) recall.Original {
+	t, ok := s.c.Texts[rec.ID]
+	switch {
+	case !ok:
+		return recall.Original{Why: "the fold record holds no text for #" + rec.Code}
+	case !t.Verified(&rec):
+		return recall.Original{Why: recall.WhyStoreMismatch(rec.Code)}
+	}
+	tool := rec.Tool
+	if tool == "" {
+		tool = rec.Kind
+	}
+	return recall.Original{Text: t.Text, Label: recall.StoreLabel(tool), Note: recall.Verified, Source: recall.SourceStore}
+}
+
+// ReadFile implements recall.Store: a proxied tool has no full-output
+// file; the store holds the whole output.
+func (s *RecallStore) ReadFile(string) (string, bool) { return "", false }

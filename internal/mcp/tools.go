@@ -187,54 +187,32 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 	return hits[0].path, true
 }
 
-// found is a folded block located in the store.
-type found struct {
-	path     string
-	rec      registry.Record
-	text     foldstore.Text
-	ok       bool // the store holds its text
-	unfolded bool // an unfold released it
-}
-
-// lookup finds codes in the conversation at path and, for a code it did
-// not fold, in the other conversations of its client session (Claude
-// Code's subagents share their parent's session: a subagent may be handed
-// its parent's code). A conversation of another session is never read.
-func (s store) lookup(path string, codes []string) (map[string]found, error) {
+// session reads the conversation file at path and, after it, the other
+// conversations of its client session (Claude Code's subagents share their
+// parent's session: a subagent may be handed its parent's code). A
+// conversation of another session is never read.
+func (s store) session(path string) ([]string, []*foldstore.Contents, error) {
 	own, err := foldstore.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]found{}
-	add := func(p string, c *foldstore.Contents) {
-		recs, released := c.Records(), c.Unfolded()
-		for _, code := range codes {
-			if _, done := out[code]; done {
-				continue
-			}
-			if rec, ok := recs[code]; ok {
-				t, has := c.Texts[rec.ID]
-				out[code] = found{path: p, rec: rec, text: t, ok: has, unfolded: released[rec.ID]}
-			}
-		}
+	paths, convs := []string{path}, []*foldstore.Contents{own}
+	if own.Session == "" {
+		return paths, convs, nil
 	}
-	add(path, own)
-	if len(out) == len(codes) || own.Session == "" {
-		return out, nil
-	}
-	paths, err := foldstore.Files(s.dir)
+	all, err := foldstore.Files(s.dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, p := range paths {
+	for _, p := range all {
 		if p == path {
 			continue
 		}
 		if c, err := foldstore.ReadFile(p); err == nil && c.Session == own.Session {
-			add(p, c)
+			paths, convs = append(paths, p), append(convs, c)
 		}
 	}
-	return out, nil
+	return paths, convs, nil
 }
 
 type recallArgs struct {
@@ -245,25 +223,12 @@ type recallArgs struct {
 	Search string   `json:"search"`
 }
 
-func toolName(rec registry.Record) string {
-	if rec.Tool != "" {
-		return rec.Tool
-	}
-	return rec.Kind
-}
-
 func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a recallArgs
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return "recall_folded: bad arguments: " + err.Error(), true
 		}
-	}
-	if a.Chars != "" && !recall.ValidChars(a.Chars) {
-		return recall.MalformedChars(a.Chars), true
-	}
-	if a.Lines != "" && !recall.ValidLines(a.Lines) {
-		return recall.MalformedLines(a.Lines), true
 	}
 	// The caller's conversation: codes are read from it (and from the
 	// other conversations of its client session), search sweeps only it.
@@ -273,42 +238,16 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 	if conv == "" {
 		return "recall_folded: " + UnknownCaller, true
 	}
-	if a.Search != "" && len(a.Codes) == 0 {
-		return s.search(conv, a.Search)
-	}
-	if len(a.Codes) == 0 {
-		return recall.NoCodesRecall, false
-	}
-	opts := recall.Options{Chars: a.Chars, Lines: a.Lines, Grep: a.Grep}
-	if opts.Grep == "" {
-		opts.Grep = a.Search
-	}
-	codes := make([]string, len(a.Codes))
-	for i, c := range a.Codes {
-		codes[i], _ = digest.ParseCode(c)
-	}
-	at, err := s.lookup(conv, codes)
+	_, convs, err := s.session(conv)
 	if err != nil {
 		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
 	}
-	var matches []recall.Match
-	var failures []recall.Failure
-	var missing []string
-	for i, code := range codes {
-		f, ok := at[code]
-		switch {
-		case code == "" || !ok:
-			missing = append(missing, a.Codes[i])
-		case !f.ok:
-			failures = append(failures, recall.Failure{Code: code, Message: recall.Unavailable("the fold record holds no text for " + code)})
-		case !f.text.Verified(&f.rec):
-			failures = append(failures, recall.Failure{Code: code, Message: recall.Unavailable(recall.WhyMismatch(code))})
-		default:
-			out, note := recall.Slice(f.text.Text, opts, recall.SourceStore)
-			matches = append(matches, recall.Match{Code: code, Label: recall.StoreLabel(toolName(f.rec)), Note: recall.Notes(recall.Verified, note), Text: out})
-		}
+	stores := make([]recall.Store, len(convs))
+	for i, c := range convs {
+		stores[i] = c.RecallStore()
 	}
-	return recall.RenderRecall(matches, failures, missing), len(matches) == 0 && len(failures) > 0
+	rep := recall.Answer(stores, recall.Request{Codes: a.Codes, Chars: a.Chars, Lines: a.Lines, Grep: a.Grep, Search: a.Search})
+	return rep.Text, rep.IsError
 }
 
 // UnknownCaller answers a call whose conversation the store cannot tell.
@@ -316,37 +255,6 @@ const UnknownCaller = "context-fold could not tell which conversation this call 
 	"(contextfold proxy noted no call like it, or two conversations made the same call at once), " +
 	"and it never reads another conversation's folded blocks, so nothing was read. " +
 	"Call it again; if it keeps failing, this client's requests are not going through contextfold proxy."
-
-// search sweeps the folded blocks of the conversation at path. A block
-// whose text fails its check is left out, and the answer says so.
-func (s store) search(path, term string) (string, bool) {
-	c, err := foldstore.ReadFile(path)
-	if err != nil {
-		return recall.Unavailable("the fold record cannot be read: " + err.Error()), true
-	}
-	var blocks []recall.Block
-	var warnings []string
-	for code, rec := range c.Records() {
-		t, ok := c.Texts[rec.ID]
-		switch {
-		case !ok:
-			warnings = append(warnings, recall.NotSearched(code, "the fold record holds no text for it"))
-		case !t.Verified(&rec):
-			warnings = append(warnings, recall.NotSearched(code, recall.WhyMismatch(code)))
-		default:
-			blocks = append(blocks, recall.Block{Code: code, Label: recall.StoreLabel(toolName(rec)), Note: recall.Verified, Text: t.Text})
-		}
-	}
-	// Map order is random; the sweep reads blocks in a fixed order.
-	sortBlocks(blocks)
-	sort.Strings(warnings)
-	hits, _, note := recall.Search(blocks, term, recall.ToolArgs)
-	return recall.RenderSearch(term, hits, note, warnings), false
-}
-
-func sortBlocks(bs []recall.Block) {
-	sort.Slice(bs, func(i, j int) bool { return bs[i].Code < bs[j].Code })
-}
 
 func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a struct {
@@ -366,28 +274,43 @@ func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, b
 	if conv == "" {
 		return "unfold: " + UnknownCaller, true
 	}
-	at, err := s.lookup(conv, codes)
+	paths, convs, err := s.session(conv)
 	if err != nil {
 		return "unfold failed: the fold record cannot be read: " + err.Error(), true
+	}
+	stores := make([]*foldstore.RecallStore, len(convs))
+	for k, c := range convs {
+		stores[k] = c.RecallStore()
 	}
 	var u recall.Unfold
 	byFile := map[string][]string{}
 	var order []string
 	for i, code := range codes {
-		f, ok := at[code]
-		if code == "" || !ok {
+		path, st := "", (*foldstore.RecallStore)(nil)
+		var rec registry.Record
+		for k, cs := range stores {
+			if r, ok := cs.Lookup(code); ok && code != "" {
+				path, st, rec = paths[k], cs, r
+				break
+			}
+		}
+		if st == nil {
 			u.Missing = append(u.Missing, a.Codes[i])
 			continue
 		}
-		if f.unfolded {
+		if st.Unfolded(rec.ID) {
 			u.Already = append(u.Already, code)
 			continue
 		}
-		if _, seen := byFile[f.path]; !seen {
-			order = append(order, f.path)
+		if _, seen := byFile[path]; !seen {
+			order = append(order, path)
 		}
-		byFile[f.path] = append(byFile[f.path], code)
-		u.Expanded = append(u.Expanded, recall.Match{Code: code, Label: recall.StoreLabel(toolName(f.rec))})
+		byFile[path] = append(byFile[path], code)
+		tool := rec.Tool
+		if tool == "" {
+			tool = rec.Kind
+		}
+		u.Expanded = append(u.Expanded, recall.Match{Code: code, Label: recall.StoreLabel(tool)})
 	}
 	for _, p := range order {
 		if err := foldstore.RequestUnfold(p, byFile[p]); err != nil {

@@ -82,6 +82,12 @@ func WhyMismatch(code string) string {
 	return "the session file's text for #" + code + " failed the fold-time sha256 check"
 }
 
+// WhyStoreMismatch says the proxy's record holds a text for the code that
+// is not the folded bytes.
+func WhyStoreMismatch(code string) string {
+	return "the context-fold record's text for #" + code + " failed the fold-time sha256 check"
+}
+
 // WhyNotFound says the session file has no block for the code.
 func WhyNotFound(code string) string {
 	return "block for #" + code + " was not found in the session file"

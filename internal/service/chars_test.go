@@ -79,7 +79,7 @@ func TestRecallPagesALongLineByChars(t *testing.T) {
 	if out := turn(t, c, 0, msgs, 16_000); out.Event == nil {
 		t.Fatal("no fold")
 	}
-	code := digest.Code("r:c0")
+	code := digest.ScopedCode("s1", "r:c0")
 
 	text, _ := recallRaw(t, c, RecallParams{Codes: []string{code}})
 	if !strings.Contains(text, "sha256 verified") || !strings.Contains(text, "LONG LINE CLIPPED: line 1 is chars 1-30000; read it with chars=1-7200, then on") {

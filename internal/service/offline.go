@@ -10,6 +10,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/compact"
 	"github.com/contextfold/contextfold/internal/ledger"
+	"github.com/contextfold/contextfold/internal/recall"
 	"github.com/contextfold/contextfold/internal/tokens"
 )
 
@@ -182,6 +183,9 @@ func (s *Service) Inspect() *Inspection {
 
 // Recall serves recall_folded's arguments offline.
 func (s *Service) Recall(p RecallParams) (*ToolResult, error) { return s.recall(p) }
+
+// Answer answers a recall offline, as the tool does.
+func (s *Service) Answer(r recall.Request) (recall.Reply, error) { return s.answer(r, "") }
 
 // Handoff renders (and writes) the handoff seed offline.
 func (s *Service) Handoff(goal string) (*HandoffResult, error) {

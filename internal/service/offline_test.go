@@ -85,7 +85,7 @@ func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 	// A verified block says so; the answer says which block it could not
 	// search, and flags no line as unverified.
 	res, _ = svc.Recall(RecallParams{Search: "step 1 failed"})
-	if strings.Contains(res.Text, "UNVERIFIED") || !strings.Contains(res.Text, "⚠ "+tampered+" — not searched") || !strings.Contains(res.Text, "=== "+clean+" (tool_result bash · turn 1) — sha256 verified ===") {
+	if strings.Contains(res.Text, "UNVERIFIED") || !strings.Contains(res.Text, "⚠ "+tampered+" — not searched") || !strings.Contains(res.Text, "=== "+clean+" (bash · session file) — sha256 verified ===") {
 		t.Fatalf("search over a verified block:\n%s", res.Text)
 	}
 	// Both routes agree: recall by code and by code plus search warn too.

@@ -3,9 +3,7 @@ package service
 import (
 	"errors"
 	"os"
-	"strconv"
 
-	"github.com/contextfold/contextfold/internal/digest"
 	"github.com/contextfold/contextfold/internal/engine"
 	"github.com/contextfold/contextfold/internal/ledger"
 	"github.com/contextfold/contextfold/internal/recall"
@@ -55,31 +53,62 @@ func quote(s string) []byte {
 	return b
 }
 
-// source is one route's answer for a folded record: text, label, notes.
-type source struct {
-	text, label, note, fullOutput string
-	ok, live                      bool
-	why                           string
+// sessionStore is the session's folded blocks for recall: the engine's
+// fold records, read back from the session file (sha256-verified), or,
+// when it cannot serve one, from live history, with a warning (EDGES 24:
+// every route says what it served).
+type sessionStore struct {
+	ss     *session
+	led    *ledger.Ledger
+	ledErr error
 }
 
-// locate finds a folded record's exact bytes: the ledger (sha256-verified),
-// else the live block with a warning, else an explanation (EDGES 24: every
-// route says what it served).
-func (s *Service) locate(ss *session, led *ledger.Ledger, ledErr error, rec *registry.Record) source {
+func (st sessionStore) Lookup(code string) (registry.Record, bool) {
+	rec, ok := st.ss.eng.Registry().ByCode(code)
+	if !ok {
+		return registry.Record{}, false
+	}
+	return *rec, true
+}
+
+// Folded returns the blocks folded in live history, in its order, then
+// those that left it (compacted), as the registry orders them.
+func (st sessionStore) Folded() []registry.Record {
+	eng := st.ss.eng
+	var out []registry.Record
+	seen := map[string]bool{}
+	for _, b := range eng.Transcript().Blocks() {
+		if !eng.Frozen(b.ID) || seen[b.ID] {
+			continue
+		}
+		seen[b.ID] = true
+		if rec, ok := eng.Registry().Get(b.ID); ok {
+			out = append(out, *rec)
+		}
+	}
+	for _, rec := range eng.Registry().All() {
+		if _, live := eng.Live(rec.ID); !seen[rec.ID] && !live && !eng.Unfolded(rec.ID) {
+			out = append(out, *rec)
+		}
+	}
+	return out
+}
+
+func (st sessionStore) Read(rec registry.Record) recall.Original {
 	tool := rec.Tool
 	if tool == "" {
 		tool = rec.Kind
 	}
 	var why string
-	if led != nil {
-		f, err := led.Locate(rec.ID, rec.SHA256)
+	if st.led != nil {
+		f, err := st.led.Locate(rec.ID, rec.SHA256)
 		switch {
 		case err == nil:
-			note := recall.Verified
+			o := recall.Original{Text: f.Text, Label: recall.LedgerLabel(tool), Note: recall.Verified, Source: recall.SourceLedger, FullOutput: f.FullOutputPath}
 			if rec.SHA256 == "" {
-				note = recall.Legacy
+				o.Note, o.Unverified = recall.Legacy, true
 			}
-			return source{text: f.Text, label: recall.LedgerLabel(tool), note: note, fullOutput: f.FullOutputPath, ok: true}
+			return o
 		case errors.Is(err, ledger.ErrSHAMismatch):
 			why = recall.WhyMismatch(rec.Code)
 		default:
@@ -87,174 +116,52 @@ func (s *Service) locate(ss *session, led *ledger.Ledger, ledErr error, rec *reg
 		}
 	} else {
 		why = recall.WhyNoLedger(rec.Code)
-		if ledErr != nil {
-			why += " (" + ledErr.Error() + ")"
+		if st.ledErr != nil {
+			why += " (" + st.ledErr.Error() + ")"
 		}
 	}
-	if b, ok := ss.eng.Live(rec.ID); ok {
-		return source{text: b.Text, label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), note: recall.Fallback(why), fullOutput: b.FullOutputPath, ok: true, live: true}
+	if b, ok := st.ss.eng.Live(rec.ID); ok {
+		return recall.Original{Text: b.Text, Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: recall.Fallback(why),
+			Source: recall.SourceLive, Unverified: true, FullOutput: b.FullOutputPath}
 	}
-	return source{why: why}
+	return recall.Original{Why: why}
+}
+
+func (sessionStore) ReadFile(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	return string(data), err == nil
+}
+
+// answer answers r from the session's blocks and its parent's; entries
+// are the session's entries when it has no file.
+func (s *Service) answer(r recall.Request, entries string) (recall.Reply, error) {
+	ss := s.s
+	if ss == nil {
+		return recall.Reply{}, errNotOpen
+	}
+	led, ledErr := s.ledgerFor(ss, []byte(entries))
+	stores := []recall.Store{sessionStore{ss, led, ledErr}}
+	if pa := s.parentFor(ss, led); pa != nil {
+		stores = append(stores, pa)
+	}
+	rep := recall.Answer(stores, r)
+	if rep.Searched != "" {
+		ss.recallCalls++
+	}
+	for _, code := range rep.Own {
+		ss.recalls[code]++
+		ss.recallCalls++
+	}
+	return rep, nil
 }
 
 func (s *Service) recall(p RecallParams) (*ToolResult, error) {
-	ss := s.s
-	if ss == nil {
-		return nil, errNotOpen
+	rep, err := s.answer(recall.Request{Codes: p.Codes, Chars: p.Chars, Lines: p.Lines, Grep: p.Grep, Search: p.Search}, p.Entries)
+	if err != nil {
+		return nil, err
 	}
-	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}}
-	// A malformed range is refused whole, before anything is read: an
-	// answer of empty bodies each saying "malformed" reads as a success.
-	if p.Chars != "" && !recall.ValidChars(p.Chars) {
-		return &ToolResult{Text: recall.MalformedChars(p.Chars), Details: det, IsError: true}, nil
-	}
-	if p.Lines != "" && !recall.ValidLines(p.Lines) {
-		return &ToolResult{Text: recall.MalformedLines(p.Lines), Details: det, IsError: true}, nil
-	}
-	sp := recall.ToolArgs
-	if p.CLI {
-		sp = recall.CLIFlags
-	}
-	led, ledErr := s.ledgerFor(ss, []byte(p.Entries))
-	if p.Search != "" && len(p.Codes) == 0 {
-		return s.search(ss, led, ledErr, p.Search, sp), nil
-	}
-	if len(p.Codes) == 0 {
-		return &ToolResult{Text: recall.NoCodesRecall, Details: det}, nil
-	}
-	opts := recall.Options{Chars: p.Chars, Lines: p.Lines, Grep: p.Grep, Spelling: sp}
-	if opts.Grep == "" {
-		opts.Grep = p.Search // codes plus search greps those codes
-	}
-	var matches []recall.Match
-	var failures []recall.Failure
-	for _, raw := range p.Codes {
-		code, ok := digest.ParseCode(raw)
-		var rec *registry.Record
-		if ok {
-			rec, ok = ss.eng.Registry().ByCode(code)
-		}
-		if !ok {
-			if m, f, found := s.fromParent(ss, led, code, opts); found {
-				if f != nil {
-					failures = append(failures, *f)
-					det.Errors = append(det.Errors, code)
-				} else {
-					matches = append(matches, *m)
-					det.Recalled = append(det.Recalled, code)
-				}
-				continue
-			}
-			det.Missing = append(det.Missing, raw)
-			continue
-		}
-		ss.recalls[code]++
-		ss.recallCalls++
-		src := s.locate(ss, led, ledErr, rec)
-		if !src.ok {
-			failures = append(failures, recall.Failure{Code: code, Message: recall.Unavailable(src.why)})
-			det.Errors = append(det.Errors, code)
-			continue
-		}
-		text, sourceName, extra := src.text, recall.SourceLedger, ""
-		if src.live {
-			sourceName = recall.SourceLive
-		}
-		// A chars read is not partial: it pages the text the sha256
-		// verified, whose positions the other reads' hints name.
-		if opts.Partial() && src.fullOutput != "" {
-			if data, err := os.ReadFile(src.fullOutput); err == nil {
-				text, sourceName = string(data), recall.SourceFullOutput
-			} else {
-				extra = recall.FullOutputGone
-			}
-		}
-		out, note := recall.Slice(text, opts, sourceName)
-		matches = append(matches, recall.Match{Code: code, Label: src.label, Note: recall.Notes(src.note, extra, note), Text: out})
-		det.Recalled = append(det.Recalled, code)
-	}
-	return &ToolResult{Text: recall.RenderRecall(matches, failures, det.Missing), Details: det}, nil
-}
-
-// search sweeps every folded block: live ones from history, compacted ones
-// from the session file. Every block searched carries its route note, and
-// one whose text is not known to be the folded bytes is marked Unverified;
-// a compacted block whose session-file text fails its check is left out,
-// and the answer says so, as it does when there is no session file to read.
-func (s *Service) search(ss *session, led *ledger.Ledger, ledErr error, term string, sp recall.Spelling) *ToolResult {
-	ss.recallCalls++
-	var blocks []recall.Block
-	var warnings []string
-	seen := map[string]bool{}
-	for _, b := range ss.eng.Transcript().Blocks() {
-		if !ss.eng.Frozen(b.ID) || seen[b.ID] {
-			continue
-		}
-		seen[b.ID] = true
-		rec, _ := ss.eng.Registry().Get(b.ID)
-		note, unverified := recall.Verified, false
-		code := ss.eng.Code(b.ID)
-		switch {
-		case rec == nil:
-			note, unverified = recall.NoRecord, true
-		case rec.SHA256 == "":
-			note, unverified = recall.Legacy, true
-		case registry.Sum(b.Text) != rec.SHA256:
-			note, unverified = recall.Mismatch, true
-		}
-		if rec != nil {
-			code = rec.Code
-		}
-		blocks = append(blocks, recall.Block{Code: code, Label: recall.LiveLabel(b.Kind.String(), b.ToolName, b.Turn, 0), Note: note, Text: b.Text, Unverified: unverified})
-	}
-	unread := 0
-	for _, rec := range ss.eng.Registry().All() {
-		if seen[rec.ID] || ss.eng.Unfolded(rec.ID) {
-			continue
-		}
-		if _, live := ss.eng.Live(rec.ID); live {
-			continue
-		}
-		if led == nil {
-			unread++
-			continue
-		}
-		f, err := led.Locate(rec.ID, rec.SHA256)
-		switch {
-		case errors.Is(err, ledger.ErrSHAMismatch):
-			warnings = append(warnings, recall.NotSearched(rec.Code, recall.WhyMismatch(rec.Code)))
-			continue
-		case err != nil:
-			warnings = append(warnings, recall.NotSearched(rec.Code, recall.WhyNotFound(rec.Code)))
-			continue
-		}
-		tool := rec.Tool
-		if tool == "" {
-			tool = rec.Kind
-		}
-		note, unverified := recall.Verified, false
-		if rec.SHA256 == "" {
-			note, unverified = recall.Legacy, true
-		}
-		blocks = append(blocks, recall.Block{Code: rec.Code, Label: recall.CompactedLabel(tool), Note: note, Text: f.Text, Unverified: unverified})
-	}
-	if unread > 0 {
-		why := "no readable session file"
-		if ledErr != nil {
-			why += " (" + ledErr.Error() + ")"
-		}
-		noun := " compacted blocks"
-		if unread == 1 {
-			noun = " compacted block"
-		}
-		warnings = append(warnings, strconv.Itoa(unread)+noun+" not searched: "+why)
-	}
-	hits, _, note := recall.Search(blocks, term, sp)
-	det := RecallDetails{Recalled: []string{}, Missing: []string{}, Errors: []string{}, Searched: term, Hits: []string{}}
-	for _, h := range hits {
-		det.Hits = append(det.Hits, h.Code)
-	}
-	return &ToolResult{Text: recall.RenderSearch(term, hits, note, warnings), Details: det}
+	det := RecallDetails{Recalled: rep.Recalled, Missing: rep.Missing, Errors: rep.Errors, Searched: rep.Searched, Hits: rep.Hits}
+	return &ToolResult{Text: rep.Text, Details: det, IsError: rep.IsError}, nil
 }
 
 // UnfoldDetails are unfold's structured details.
@@ -302,21 +209,26 @@ func renderUnfold(ss *session, raw []string, res []engine.UnfoldResult) *ToolRes
 	return &ToolResult{Text: text, Details: det}
 }
 
-// fromParent serves a code this session never folded from the session it
-// was handed off from, verified against the parent's session file and
-// labelled as such. found is false when there is no parent or the parent
-// never folded the code either.
-func (s *Service) fromParent(ss *session, led *ledger.Ledger, code string, opts recall.Options) (*recall.Match, *recall.Failure, bool) {
-	p := s.parentFor(ss, led)
-	if p == nil {
-		return nil, nil, false
-	}
+// The parent session (the one this session was handed off from) is a
+// store of its own: a code this session never folded is read from it,
+// verified against the parent's session file and labelled as such.
+
+func (p *parent) Lookup(code string) (registry.Record, bool) {
 	if p.err != nil {
-		return nil, &recall.Failure{Code: code, Message: recall.Unavailable("the parent session file " + p.file + " cannot be read (" + p.err.Error() + ")")}, true
+		// Its codes are unknown: every code this session did not fold may
+		// be the parent's, and the answer says why it cannot be read.
+		return registry.Record{Code: code}, true
 	}
 	rec, ok := p.codes[code]
-	if !ok {
-		return nil, nil, false
+	return rec, ok
+}
+
+// Folded returns nothing: a search sweeps this session's blocks only.
+func (p *parent) Folded() []registry.Record { return nil }
+
+func (p *parent) Read(rec registry.Record) recall.Original {
+	if p.err != nil {
+		return recall.Original{Why: "the parent session file " + p.file + " cannot be read (" + p.err.Error() + ")"}
 	}
 	tool := rec.Tool
 	if tool == "" {
@@ -324,16 +236,19 @@ func (s *Service) fromParent(ss *session, led *ledger.Ledger, code string, opts 
 	}
 	f, err := p.led.Locate(rec.ID, rec.SHA256)
 	if err != nil {
-		why := recall.WhyNotFound(code)
+		why := recall.WhyNotFound(rec.Code)
 		if errors.Is(err, ledger.ErrSHAMismatch) {
-			why = recall.WhyMismatch(code)
+			why = recall.WhyMismatch(rec.Code)
 		}
-		return nil, &recall.Failure{Code: code, Message: recall.Unavailable(why + " (parent session " + p.file + ")")}, true
+		return recall.Original{Why: why + " (parent session " + p.file + ")"}
 	}
 	note := recall.Verified
 	if rec.SHA256 == "" {
 		note = recall.Legacy
 	}
-	out, sliceNote := recall.Slice(f.Text, opts, recall.SourceParent)
-	return &recall.Match{Code: code, Label: recall.ParentLabel(tool), Note: recall.Notes(note, "from "+p.file, sliceNote), Text: out}, nil, true
+	return recall.Original{Text: f.Text, Label: recall.ParentLabel(tool), Note: recall.Notes(note, "from "+p.file), Source: recall.SourceParent, Unverified: rec.SHA256 == ""}
 }
+
+// ReadFile reads nothing: the parent's blocks are read from its session
+// file alone.
+func (p *parent) ReadFile(string) (string, bool) { return "", false }

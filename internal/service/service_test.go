@@ -219,7 +219,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	// labelled with its route; the block that fails its check is not
 	// searched, and the answer says so rather than "no match".
 	call(t, c, "recall", RecallParams{Search: "step 3 failed"}, &res)
-	if !strings.Contains(res.Text, "=== "+digest.ScopedCode("s1", "r:c3")+" (tool_result bash · turn 0) — sha256 verified ===") {
+	if !strings.Contains(res.Text, "=== "+digest.ScopedCode("s1", "r:c3")+" (bash · session file) — sha256 verified ===") {
 		t.Fatalf("search:\n%s", res.Text)
 	}
 	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
@@ -229,7 +229,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	// Without a readable session file, compacted blocks cannot be searched.
 	os.Remove(file)
 	call(t, c, "recall", RecallParams{Search: "step 0 "}, &res)
-	if !strings.Contains(res.Text, "\n⚠ 1 compacted block not searched: no readable session file (open ") {
+	if !strings.Contains(res.Text, "\n⚠ "+code+" — not searched: no readable session file for #"+code+" (open ") {
 		t.Fatalf("search, no session file:\n%s", res.Text)
 	}
 }

@@ -28,10 +28,6 @@ type RecallParams struct {
 	Lines  string   `json:"lines,omitempty"`
 	Chars  string   `json:"chars,omitempty"`
 	Search string   `json:"search,omitempty"`
-	// CLI spells the options the answer's notes suggest as the flags of
-	// contextfold recall, which calls the service directly; the tool
-	// never sets it.
-	CLI bool `json:"-"`
 	// Entries are Pi's session entries as JSON lines, sent only when the
 	// session has no file (--no-session).
 	Entries string `json:"entries,omitempty"`

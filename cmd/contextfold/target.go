@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/contextfold/contextfold/internal/foldstore"
+)
+
+// A target is the record an offline command reads: a Pi session file, or
+// the file of a conversation contextfold proxy folded.
+type target struct {
+	path  string
+	proxy bool
+}
+
+func (t target) String() string {
+	if t.proxy {
+		return "proxy conversation " + t.path
+	}
+	return "Pi session " + t.path
+}
+
+// findTarget resolves what the user named: a file (a Pi session or a proxy
+// conversation, told apart by their first line), a Pi session id (as Pi
+// prints it, or a unique prefix of it) found under the agent directory's
+// sessions, a proxy conversation id (its file name in the store, or a
+// unique prefix), or, for "", the latest session: the newest Pi session of
+// the current directory and proxy conversation. store is the -store flag.
+func findTarget(spec, store string) (target, error) {
+	if spec != "" {
+		if st, err := os.Stat(spec); err == nil && !st.IsDir() {
+			return fileTarget(spec)
+		}
+		if strings.ContainsAny(spec, `/\`) || strings.HasSuffix(spec, ".jsonl") {
+			return target{}, fmt.Errorf("%s: no such file", spec)
+		}
+	}
+	var cands []candidate
+	piDir, piErr := piSessionsDir()
+	if piErr == nil {
+		cands = append(cands, piSessions(piDir, spec)...)
+	}
+	dir, err := storeDir(store)
+	if err == nil {
+		cands = append(cands, proxyConversations(dir, spec)...)
+	}
+	if spec == "" {
+		if len(cands) == 0 {
+			return target{}, errors.New("no session to read: no Pi session of this directory and no proxy conversation (name a session file or id)")
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].mod > cands[j].mod })
+		return cands[0].target, nil
+	}
+	switch len(cands) {
+	case 0:
+		return target{}, fmt.Errorf("%s: no session file, Pi session id or proxy conversation id", spec)
+	case 1:
+		return cands[0].target, nil
+	}
+	var names []string
+	for _, c := range cands {
+		names = append(names, filepath.Base(c.path))
+	}
+	return target{}, fmt.Errorf("%s names %d sessions (%s): give more of the id", spec, len(cands), strings.Join(names, ", "))
+}
+
+// fileTarget reads path's first line to tell a proxy conversation from a
+// Pi session.
+func fileTarget(path string) (target, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return target{}, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(io.LimitReader(f, 4096)).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return target{}, err
+	}
+	return target{path: path, proxy: bytes.HasPrefix(line, []byte(`{"t":"conversation"`))}, nil
+}
+
+type candidate struct {
+	target
+	mod int64
+}
+
+// piSessionsDir is where Pi keeps its sessions: PI_CODING_AGENT_DIR, or
+// ~/.pi/agent, then sessions.
+func piSessionsDir() (string, error) {
+	agent := os.Getenv("PI_CODING_AGENT_DIR")
+	if agent == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		agent = filepath.Join(home, ".pi", "agent")
+	} else if rest, ok := strings.CutPrefix(agent, "~"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		agent = filepath.Join(home, rest)
+	}
+	return filepath.Join(agent, "sessions"), nil
+}
+
+// piSessions lists the Pi session files whose id starts with id, in every
+// directory's sessions; with id "", those of the current directory (Pi
+// names its folder after the directory: --home-me-project--).
+func piSessions(dir, id string) []candidate {
+	pattern := filepath.Join(dir, "*", "*.jsonl")
+	if id == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil
+		}
+		safe := "--" + strings.NewReplacer("/", "-", `\`, "-", ":", "-").Replace(strings.TrimLeft(wd, `/\`)) + "--"
+		pattern = filepath.Join(dir, safe, "*.jsonl")
+	}
+	paths, _ := filepath.Glob(pattern)
+	var out []candidate
+	for _, p := range paths {
+		// <timestamp>_<id>.jsonl
+		_, sid, ok := strings.Cut(strings.TrimSuffix(filepath.Base(p), ".jsonl"), "_")
+		if !ok || !strings.HasPrefix(sid, id) {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil {
+			out = append(out, candidate{target{path: p}, st.ModTime().UnixNano()})
+		}
+	}
+	return out
+}
+
+// proxyConversations lists the store's conversation files whose id (file
+// name) starts with id.
+func proxyConversations(dir, id string) []candidate {
+	paths, err := foldstore.Files(dir)
+	if err != nil {
+		return nil
+	}
+	var out []candidate
+	for _, p := range paths {
+		if !strings.HasPrefix(filepath.Base(p), id) {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil {
+			out = append(out, candidate{target{path: p, proxy: true}, st.ModTime().UnixNano()})
+		}
+	}
+	return out
+}

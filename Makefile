@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/contextfold
 # The build id the engine reports in its hello and `contextfold version`.
 BUILD_ID := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-LDFLAGS := -X github.com/contextfold/contextfold/internal/version.build=$(BUILD_ID)
+LDFLAGS := -X github.com/contextfold/contextfold/internal/core/version.build=$(BUILD_ID)
 
 .PHONY: all build test check cross gotest tstest dist release fuzz bench bench-adapter clean
 

@@ -14,7 +14,7 @@ NAME="$(pkg p.name)"
 PLATFORMS="$(pkg "Object.keys(p.optionalDependencies).filter(n=>n.startsWith('contextfold-')).map(n=>n.slice(12)).join(' ')")"
 BUILD="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if [[ "$BUILD" != unknown ]] && ! git diff --quiet HEAD -- 2>/dev/null; then BUILD="$BUILD-dirty"; fi
-LDFLAGS="-s -w -X github.com/contextfold/contextfold/internal/version.build=$BUILD"
+LDFLAGS="-s -w -X github.com/contextfold/contextfold/internal/core/version.build=$BUILD"
 
 rm -rf dist && mkdir -p dist/npm
 for plat in $PLATFORMS; do

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // usageScript wraps a script and reports the usage pattern chosen by fn for

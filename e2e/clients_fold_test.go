@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/codec"
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/engine"
-	"github.com/contextfold/contextfold/internal/fakellm"
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/mcp"
-	foldreg "github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	foldreg "github.com/contextfold/contextfold/internal/core/registry"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/mcp"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // foldTurns and foldLines shape the folding sessions: 60 shell turns of

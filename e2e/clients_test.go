@@ -1,7 +1,7 @@
 package e2e
 
 // Keyless end-to-end runs of three real coding-agent CLIs against the fake
-// model of internal/fakellm (fakellm.ClientSession: five shell turns, then a
+// model of internal/testsupport/fakellm (fakellm.ClientSession: five shell turns, then a
 // final text), each headless, with a minimal environment and every file it
 // writes under one run dir, on 127.0.0.1 only:
 //
@@ -46,7 +46,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // clientTurns is the number of shell turns of every client session.

@@ -60,7 +60,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // thinkingTurns is the number of shell turns of every thinking session.

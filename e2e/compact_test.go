@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // compaction returns the newest compaction entry of the session file.

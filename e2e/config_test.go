@@ -15,7 +15,7 @@ import (
 // a misspelled variable are each shown once at session start, naming what
 // is used instead and the nearest known name.
 func TestMenuEnvOverrideOverRPC(t *testing.T) {
-	tial := "CONTEXTFOLD_" + "TIAL" // split: the source scan in internal/config must not take it for a real name
+	tial := "CONTEXTFOLD_" + "TIAL" // split: the source scan in internal/pi/config must not take it for a real name
 	cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 2, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction,
 		Env: map[string]string{"CONTEXTFOLD_TAIL": "8000", tial: "1", "CONTEXTFOLD_POLICY": ""}})
 	env := NewEnv(t, cfg)

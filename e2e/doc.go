@@ -1,6 +1,6 @@
 // Package e2e holds the keyless end-to-end tests of context-fold: real Pi
 // (@earendil-works/pi-coding-agent 1.6.0 on Node >= 22.19) runs headless
-// against the scripted fake model server of internal/fakellm on 127.0.0.1,
+// against the scripted fake model server of internal/testsupport/fakellm on 127.0.0.1,
 // fully isolated from the user's ~/.pi and from any API key.
 //
 // The tests and the harness live in the _test.go files. Run them with

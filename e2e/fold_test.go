@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
-	"github.com/contextfold/contextfold/internal/tokens"
+	"github.com/contextfold/contextfold/internal/core/tokens"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // noCompaction keeps Pi's own compaction out of the folding tests: with a

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // Pi locates the Node binary and Pi's CLI entry point.

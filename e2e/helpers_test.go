@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // ---- Session JSONL --------------------------------------------------------

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/version"
+	"github.com/contextfold/contextfold/internal/core/version"
 )
 
 // The install tests use the npm tarballs `make dist` packed, never the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // Tool-call ids the LongSession script uses, so tests can find the matching

@@ -86,8 +86,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
 	"github.com/contextfold/contextfold/internal/proxy"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 const (
@@ -145,7 +145,7 @@ func ttfbJSON(v any) []byte {
 }
 
 // ttfbToolResult is a tool result block with its members in the order
-// Claude Code sends them (internal/codec/testdata/clients/claude-basic.json):
+// Claude Code sends them (internal/proxy/codec/testdata/clients/claude-basic.json):
 // the breakpoint comes after the content.
 type ttfbToolResult struct {
 	ToolUseID    string `json:"tool_use_id"`

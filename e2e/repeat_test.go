@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
-	"github.com/contextfold/contextfold/internal/testfs"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/testfs"
 )
 
 // stepper is a model that calls one tool per response for steps 1..Steps

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // Record is one JSON line Pi writes on stdout in RPC mode: a command

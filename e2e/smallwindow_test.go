@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/engine"
-	"github.com/contextfold/contextfold/internal/fakellm"
-	"github.com/contextfold/contextfold/internal/picompaction"
-	"github.com/contextfold/contextfold/internal/policy"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/policy"
+	picompaction "github.com/contextfold/contextfold/internal/pi/compaction"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // summarySystemPrompt starts the system prompt of Pi's compaction request.

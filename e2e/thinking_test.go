@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/fakellm"
+	"github.com/contextfold/contextfold/internal/testsupport/fakellm"
 )
 
 // Thinker makes a Script think before every answer: each reply carries one

@@ -1,6 +1,6 @@
 // Cache advisories in the adapter: the runtime half only — timers, once-only
 // delivery, and draft images kept across a cancelled prompt. Whether a cache
-// has expired, and what to say, is the engine's answer (internal/telemetry).
+// has expired, and what to say, is the engine's answer (internal/core/telemetry).
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 
 export interface Notice {

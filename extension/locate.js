@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** The protocol version this adapter speaks (internal/protocol.Version). */
+/** The protocol version this adapter speaks (internal/pi/protocol.Version). */
 export const PROTOCOL_VERSION = 2;
 
 /** The package's root directory. */

@@ -1,6 +1,6 @@
 // The engine client: runs the Go engine (`contextfold serve`) as one
 // long-lived child process and speaks its length-prefixed JSON protocol
-// (see internal/protocol). Modelled on esbuild's service: the child is
+// (see internal/pi/protocol). Modelled on esbuild's service: the child is
 // unref'd while no request is pending, so it never keeps Node alive, and it
 // exits by itself when its stdin closes.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";

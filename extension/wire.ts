@@ -187,7 +187,7 @@ export function sameJSON(a: unknown, b: unknown): boolean {
  * Applies placements to msgs in place. A tool result's whole content becomes
  * one text part; an assistant part keeps every field but its text or
  * thinking, and a thinking part loses its thinkingSignature. The result
- * serialises byte-identically to the engine's own apply (internal/apply).
+ * serialises byte-identically to the engine's own apply (internal/core/apply).
  * Returns how many substitutions applied.
  */
 export function applyPlacements(msgs: any[], placements: readonly Placement[], layers: ReadonlyMap<number, Layer>, below = Infinity): number {

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/bench"
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/ladder"
-	"github.com/contextfold/contextfold/internal/policy"
-	"github.com/contextfold/contextfold/internal/schedule"
+	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/policy/ladder"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 )
 
 func benchCmd(args []string, stdout, stderr io.Writer) int {

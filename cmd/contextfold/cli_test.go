@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/engine"
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/protocol"
-	"github.com/contextfold/contextfold/internal/rawjson"
-	"github.com/contextfold/contextfold/internal/registry"
-	"github.com/contextfold/contextfold/internal/service"
+	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/rawjson"
+	"github.com/contextfold/contextfold/internal/core/registry"
+	"github.com/contextfold/contextfold/internal/pi/protocol"
+	"github.com/contextfold/contextfold/internal/pi/service"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // flagsOf names flags each command's -h must list.

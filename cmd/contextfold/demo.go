@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/contextfold/contextfold/internal/demo"
+	"github.com/contextfold/contextfold/internal/bench/demo"
 )
 
 func demoCmd(args []string, stdout, stderr io.Writer) int {

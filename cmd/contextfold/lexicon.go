@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/contextfold/contextfold/internal/risk"
-	"github.com/contextfold/contextfold/internal/trajectory"
+	"github.com/contextfold/contextfold/internal/bench/trajectory"
+	"github.com/contextfold/contextfold/internal/core/risk"
 )
 
 // lexiconCmd measures the error lexicon on the tool outputs of trajectories:

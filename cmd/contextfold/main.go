@@ -24,8 +24,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/contextfold/contextfold/internal/protocol"
-	"github.com/contextfold/contextfold/internal/version"
+	"github.com/contextfold/contextfold/internal/core/version"
+	"github.com/contextfold/contextfold/internal/pi/protocol"
 )
 
 // A command is one subcommand: its usage forms, the line the command list

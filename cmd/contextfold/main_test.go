@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/protocol"
-	"github.com/contextfold/contextfold/internal/version"
+	"github.com/contextfold/contextfold/internal/core/version"
+	"github.com/contextfold/contextfold/internal/pi/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -9,8 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/contextfold/contextfold/internal/mcp"
-	"github.com/contextfold/contextfold/internal/version"
+	"github.com/contextfold/contextfold/internal/core/version"
+	"github.com/contextfold/contextfold/internal/proxy/mcp"
 )
 
 // mcpStdin is where the MCP server reads its client (a variable for tests).

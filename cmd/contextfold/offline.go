@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/recall"
-	"github.com/contextfold/contextfold/internal/service"
+	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/recall"
+	"github.com/contextfold/contextfold/internal/pi/service"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // inspectCmd reports a session's fold state: events, layers, codes and

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
 	"github.com/contextfold/contextfold/internal/proxy"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // storeDir is the -store flag's directory, or the default one.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // TestProxyCommand: the command prints its address first, forwards to the

@@ -11,9 +11,9 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"github.com/contextfold/contextfold/internal/protocol"
-	"github.com/contextfold/contextfold/internal/service"
-	"github.com/contextfold/contextfold/internal/version"
+	"github.com/contextfold/contextfold/internal/core/version"
+	"github.com/contextfold/contextfold/internal/pi/protocol"
+	"github.com/contextfold/contextfold/internal/pi/service"
 )
 
 // logLevel is dflt, or debug when CONTEXTFOLD_DEBUG is 1 or true.

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // A target is the record an offline command reads: a Pi session file, or

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { applyPlacements, fileRefs, type Layer, sameJSON, Tracker, turnParams } from "../wire.ts";
 
-const vectors = JSON.parse(readFileSync(new URL("../../internal/apply/testdata/vectors.json", import.meta.url), "utf8"));
+const vectors = JSON.parse(readFileSync(new URL("../../internal/core/apply/testdata/vectors.json", import.meta.url), "utf8"));
 
 test("substitutions serialise byte-identically to the Go apply", () => {
 	assert.ok(vectors.length >= 5);

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/block"
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/trajectory"
+	"github.com/contextfold/contextfold/internal/bench/trajectory"
+	"github.com/contextfold/contextfold/internal/core/block"
+	"github.com/contextfold/contextfold/internal/core/digest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

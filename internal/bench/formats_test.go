@@ -18,7 +18,7 @@ func TestLoadAllReadsEveryFormat(t *testing.T) {
 		"codex":       "codex.jsonl",
 		"pi":          "pi-branch.jsonl",
 	} {
-		data, err := os.ReadFile(filepath.Join("..", "trajectory", "testdata", file))
+		data, err := os.ReadFile(filepath.Join("trajectory", "testdata", file))
 		if err != nil {
 			t.Fatal(err)
 		}

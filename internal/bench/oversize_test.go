@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/trajectory"
+	"github.com/contextfold/contextfold/internal/bench/trajectory"
 )
 
 // hugeResult is a trace whose sixth tool result alone is about 230k tokens,

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/block"
-	"github.com/contextfold/contextfold/internal/compact"
-	"github.com/contextfold/contextfold/internal/digest"
-	"github.com/contextfold/contextfold/internal/engine"
-	"github.com/contextfold/contextfold/internal/policy"
-	"github.com/contextfold/contextfold/internal/rawjson"
-	"github.com/contextfold/contextfold/internal/registry"
-	"github.com/contextfold/contextfold/internal/tokens"
+	"github.com/contextfold/contextfold/internal/core/block"
+	"github.com/contextfold/contextfold/internal/core/compact"
+	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/rawjson"
+	"github.com/contextfold/contextfold/internal/core/registry"
+	"github.com/contextfold/contextfold/internal/core/tokens"
 )
 
 // Replay is what one policy did on one trace.

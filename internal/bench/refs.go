@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/contextfold/contextfold/internal/block"
+	"github.com/contextfold/contextfold/internal/core/block"
 )
 
 // Hidden references measure what a policy takes away from the agent: the

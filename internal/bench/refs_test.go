@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/trajectory"
+	"github.com/contextfold/contextfold/internal/bench/trajectory"
 )
 
 func TestRefs(t *testing.T) {

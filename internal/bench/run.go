@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/ladder"
-	"github.com/contextfold/contextfold/internal/policy"
-	"github.com/contextfold/contextfold/internal/schedule"
-	"github.com/contextfold/contextfold/internal/tokens"
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/policy/ladder"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
+	"github.com/contextfold/contextfold/internal/core/tokens"
 )
 
 // Options configure a run.

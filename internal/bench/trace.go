@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/contextfold/contextfold/internal/block"
-	"github.com/contextfold/contextfold/internal/risk"
-	"github.com/contextfold/contextfold/internal/tokens"
-	"github.com/contextfold/contextfold/internal/trajectory"
+	"github.com/contextfold/contextfold/internal/bench/trajectory"
+	"github.com/contextfold/contextfold/internal/core/block"
+	"github.com/contextfold/contextfold/internal/core/risk"
+	"github.com/contextfold/contextfold/internal/core/tokens"
 )
 
 // Trace is one trajectory prepared for replay.

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/contextfold/contextfold/internal/rawjson"
+	"github.com/contextfold/contextfold/internal/core/rawjson"
 )
 
 // A trace file holds every request one policy sent on one trajectory at

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/callwatch"
-	"github.com/contextfold/contextfold/internal/codec"
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/callwatch"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // OwnTool reports whether a tool name is one of context-fold's MCP tools as

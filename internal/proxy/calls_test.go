@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // recallStream is an Anthropic stream whose model calls recall_folded.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // chatConv is a Chat Completions conversation: its first messages, and its

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
 )
 
 // Cut-through: a folded request is sent upstream while its body still

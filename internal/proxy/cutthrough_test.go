@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
 )
 
 // cutRun sends turns first..last of cl's conversation through a folding

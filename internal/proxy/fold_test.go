@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/codec"
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/registry"
+	"github.com/contextfold/contextfold/internal/core/registry"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // output is turn k's tool output: about 9 KB, three error lines.

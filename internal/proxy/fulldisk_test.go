@@ -3,8 +3,8 @@ package proxy
 import (
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/testfs"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/testsupport/testfs"
 )
 
 // TestFullDisk: with the store on a real filesystem that fills up in the

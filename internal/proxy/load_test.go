@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // TestLoad: 50 conversations of 100 requests each, all at once, on

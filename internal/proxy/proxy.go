@@ -56,7 +56,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
 )
 
 // API is a provider wire family the proxy forwards to.

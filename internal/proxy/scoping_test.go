@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/mcp"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/mcp"
 )
 
 // TestRepeatedCallIDsAcrossConversations: two conversations of a local

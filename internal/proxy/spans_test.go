@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/contextfold/contextfold/internal/codec"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
 )
 
 // TestSpansReused checks the steady-state shortcut of step: a request that

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contextfold/contextfold/internal/foldstore"
-	"github.com/contextfold/contextfold/internal/mcp"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/mcp"
 )
 
 // lone puts lone surrogates into every tool output of a body: a high one

@@ -1,0 +1,249 @@
+package schedule
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/core/block"
+	"github.com/contextfold/contextfold/internal/core/policy"
+)
+
+const window = 200_000
+
+// session builds the view of a session after n requests: a user message,
+// then per request an assistant text of 50 tokens and a tool result of
+// result tokens that folds to 20. The newest tail tokens are protected, as
+// the engine marks them; the newest result is held (first delivery).
+func session(n, result, tail int) policy.View {
+	v := policy.View{Window: window, Budget: window * 3 / 4, Knobs: policy.DefaultKnobs, Requests: n, TailTarget: tail}
+	add := func(b policy.ViewBlock) {
+		if b.FoldedTokens == 0 {
+			b.FoldedTokens = b.Tokens
+		}
+		v.Blocks = append(v.Blocks, b)
+		v.LiveTokens += b.Tokens
+	}
+	add(policy.ViewBlock{ID: "u:1", Kind: block.User, Tokens: 200, Durable: true})
+	for i := 0; i < n; i++ {
+		add(policy.ViewBlock{ID: fmt.Sprintf("a:%d:p0", i), Kind: block.Text, Tokens: 50, Durable: true})
+		add(policy.ViewBlock{ID: fmt.Sprintf("r:c%d", i), Kind: block.ToolResult, Tokens: result, FoldedTokens: 20, Durable: true, Foldable: true})
+	}
+	v.Blocks[len(v.Blocks)-1].Held = true
+	sum := 0
+	v.ProtectFrom = len(v.Blocks)
+	for i := len(v.Blocks) - 1; i >= 0 && sum < tail; i-- {
+		sum += v.Blocks[i].Tokens
+		v.Blocks[i].Protected = true
+		v.ProtectFrom = i
+	}
+	return v
+}
+
+func ids(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("r:c%d", i))
+	}
+	return out
+}
+
+func unprotected(v *policy.View) []string {
+	var out []string
+	for _, b := range v.Blocks {
+		if b.Kind == block.ToolResult && !b.Protected {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}
+
+func TestEconomicDecisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		v       func() policy.View
+		fold    func(v *policy.View) []string
+		trigger policy.Trigger
+	}{
+		{"a short session has nothing worth a cache break", func() policy.View { return session(5, 2_000, 20_000) }, nil, ""},
+		{"a batch that does not yet repay its re-write waits", func() policy.View { return session(20, 2_000, 20_000) }, nil, ""},
+		{"a batch past the economic size folds, outside the tail", func() policy.View { return session(40, 2_000, 20_000) }, unprotected, policy.Economic},
+		{"a known-cold cache folds the same batch for free", func() policy.View {
+			v := session(20, 2_000, 20_000)
+			v.CacheCold = true
+			return v
+		}, unprotected, policy.Free},
+		{"a cold cache still needs a worthwhile mass", func() policy.View {
+			v := session(5, 500, 1_000)
+			v.CacheCold = true
+			return v
+		}, nil, ""},
+		{"a digest that is not smaller never folds", func() policy.View {
+			v := session(40, 2_000, 20_000)
+			for i := range v.Blocks {
+				v.Blocks[i].FoldedTokens = v.Blocks[i].Tokens
+			}
+			return v
+		}, nil, ""},
+		{"held, frozen, undurable and unfoldable blocks are never asked for", func() policy.View {
+			v := session(40, 2_000, 20_000)
+			v.Blocks[2].Held = true
+			v.Blocks[4].Frozen = true
+			v.Blocks[6].Durable = false
+			v.Blocks[8].Foldable = false
+			return v
+		}, func(v *policy.View) []string {
+			out := unprotected(v)
+			return out[4:]
+		}, policy.Economic},
+	}
+	for _, tt := range tests {
+		v := tt.v()
+		d := Economic{}.Conduct(&v)
+		var want []string
+		if tt.fold != nil {
+			want = tt.fold(&v)
+		}
+		if !reflect.DeepEqual(d.Fold, want) || d.Trigger != tt.trigger || d.IntoTail {
+			t.Errorf("%s: fold %v trigger %q intoTail %v, want %v %q (status %+v)", tt.name, d.Fold, d.Trigger, d.IntoTail, want, tt.trigger, d.Status)
+		}
+		if len(d.Fold) == 0 && !d.Status.OverBudget && d.Status.MaskableTokens > 0 && d.Status.StepTokens <= d.Status.MaskableTokens {
+			t.Errorf("%s: waits with %d maskable, but reports folding at %d", tt.name, d.Status.MaskableTokens, d.Status.StepTokens)
+		}
+		again := tt.v()
+		if d2 := (Economic{}).Conduct(&again); !reflect.DeepEqual(d, d2) {
+			t.Errorf("%s: not deterministic", tt.name)
+		}
+	}
+}
+
+func TestUrgentEventMakesHeadroom(t *testing.T) {
+	// A small window, so the budget binds: 24k budget, 12k tail.
+	v := session(30, 1_000, 12_000)
+	v.Window, v.Budget = 32_000, 24_000
+	used := v.LiveTokens
+	if used <= v.Budget {
+		t.Fatalf("setup: %d not over the budget", used)
+	}
+	d := Economic{}.Conduct(&v)
+	if d.Trigger != policy.Cap || !d.IntoTail {
+		t.Fatalf("trigger %q intoTail %v", d.Trigger, d.IntoTail)
+	}
+	saved := 0
+	folded := map[string]bool{}
+	for _, id := range d.Fold {
+		folded[id] = true
+	}
+	for _, b := range v.Blocks {
+		if folded[b.ID] {
+			saved += b.Tokens - b.FoldedTokens
+			if b.Held {
+				t.Fatalf("held block %s folded", b.ID)
+			}
+		}
+	}
+	target := int(float64(v.Budget) * (1 - Default.Headroom))
+	if used-saved > target {
+		t.Fatalf("urgent event leaves %d tokens, want at most %d (headroom %.2f)", used-saved, target, Default.Headroom)
+	}
+	// Into the tail only as far as needed, oldest first.
+	last := v.Blocks[len(v.Blocks)-1]
+	if folded[last.ID] {
+		t.Fatal("the newest block folded")
+	}
+	prev := d.Fold[0]
+	for _, id := range d.Fold[1:] {
+		if id <= prev && len(id) <= len(prev) {
+			t.Fatalf("fold order %v is not oldest first", d.Fold)
+		}
+		prev = id
+	}
+	if used-saved < target-1_000 {
+		t.Fatalf("urgent event folded %d tokens past the headroom target %d", target-(used-saved), target)
+	}
+}
+
+func TestUrgentEventsDoNotRecur(t *testing.T) {
+	// Replay a steady session at a 32k window: each request adds a 1.5k
+	// tool result. Folded blocks stay folded (frozen), as the engine keeps
+	// them. Urgent events must leave room for many requests, not fold a
+	// little on every request.
+	const growth = 1_500
+	frozen := map[string]bool{}
+	var events []int
+	for n := 1; n <= 120; n++ {
+		v := session(n, growth, 12_000)
+		v.Window, v.Budget = 32_000, 24_000
+		v.LiveTokens = 0
+		for i := range v.Blocks {
+			b := &v.Blocks[i]
+			if frozen[b.ID] {
+				b.Frozen = true
+				v.LiveTokens += b.FoldedTokens
+				continue
+			}
+			v.LiveTokens += b.Tokens
+		}
+		d := Economic{}.Conduct(&v)
+		for _, id := range d.Fold {
+			frozen[id] = true
+		}
+		if len(d.Fold) > 0 {
+			events = append(events, n)
+		}
+	}
+	if len(events) == 0 {
+		t.Fatal("no fold events")
+	}
+	minGap := int(Default.Headroom * 24_000 / growth / 2)
+	for k := 1; k < len(events); k++ {
+		if gap := events[k] - events[k-1]; gap < minGap {
+			t.Fatalf("fold events at requests %v: gap %d under %d", events, gap, minGap)
+		}
+	}
+	t.Logf("fold events at requests %v", events)
+}
+
+func TestOverBudgetWithNothingToFold(t *testing.T) {
+	v := session(3, 30_000, 1_000)
+	v.Window, v.Budget = 32_000, 24_000
+	for i := range v.Blocks {
+		v.Blocks[i].Foldable = false
+	}
+	d := Economic{}.Conduct(&v)
+	if len(d.Fold) != 0 || !d.Status.OverBudget || d.Status.Note == "" {
+		t.Fatalf("decision %+v", d)
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	if _, ok := Profile("economic").(Economic); !ok {
+		t.Fatal("economic profile")
+	}
+	if _, ok := Profile("unknown").(Economic); !ok {
+		t.Fatal("unknown names select the default")
+	}
+	if _, ok := Profile("ladder").(Economic); ok {
+		t.Fatal("ladder profile")
+	}
+}
+
+// TestKeepTail: with KeepTail an urgent event folds only what lies outside
+// the protected tail, even when that leaves the request over the budget.
+func TestKeepTail(t *testing.T) {
+	v := session(30, 1_000, 12_000)
+	v.Window, v.Budget = 32_000, 24_000
+	d := Economic{KeepTail: true}.Conduct(&v)
+	if d.Trigger != policy.Cap || d.IntoTail || len(d.Fold) == 0 {
+		t.Fatalf("trigger %q intoTail %v, %d folds", d.Trigger, d.IntoTail, len(d.Fold))
+	}
+	folded := map[string]bool{}
+	for _, id := range d.Fold {
+		folded[id] = true
+	}
+	for _, b := range v.Blocks {
+		if b.Protected && folded[b.ID] {
+			t.Fatalf("protected block %s folded", b.ID)
+		}
+	}
+}

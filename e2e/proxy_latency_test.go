@@ -86,6 +86,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/proxy"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
@@ -914,7 +915,7 @@ func BenchmarkInProcessProxyTTFB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		folder := proxy.NewFolder(st, ttfbWindow, nil)
+		folder := proxy.NewFolder(st, schedule.Economic{}, ttfbWindow, nil)
 		b.Cleanup(func() { folder.Close(); st.Close() })
 		var paths []*ttfbPath
 		for _, pc := range []struct {

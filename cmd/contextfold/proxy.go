@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/proxy"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
@@ -157,7 +158,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 		defer st.Close()
-		folder := proxy.NewFolder(st, *window, log)
+		folder := proxy.NewFolder(st, schedule.Economic{}, *window, log)
 		folder.MaxHeld = *maxMemory
 		defer folder.Close()
 		cfg.Folder = folder

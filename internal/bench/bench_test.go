@@ -152,7 +152,8 @@ func TestPiCompactionFiresAtWindowMinusReserve(t *testing.T) {
 
 func TestContextFoldKeepsErrorsAndRecoverability(t *testing.T) {
 	tr := synthetic(40, 60)
-	r := ContextFold{Knobs: DefaultPolicies()[5].(ContextFold).Knobs}.Replay(tr, 20_000, nil)
+	p := DefaultPolicies()[5].(ContextFold)
+	r := ContextFold{Knobs: p.Knobs, Policy: p.Policy}.Replay(tr, 20_000, nil)
 	if r.Events == 0 || r.Folded == 0 || r.Recoverable != r.Folded {
 		t.Fatalf("events %d folded %d recoverable %d", r.Events, r.Folded, r.Recoverable)
 	}

@@ -396,8 +396,9 @@ func (p ClearToolUses) Replay(t *Trace, window int, obs Observer) Replay {
 // requests under that threshold. PiReserve models Pi's default settings;
 // Reserve 0 a Pi that compacts only on overflow.
 type ContextFold struct {
-	Label   string
-	Knobs   policy.Knobs
+	Label string
+	Knobs policy.Knobs
+	// Policy is the fold policy replayed (nil folds nothing).
 	Policy  policy.Policy
 	Limits  digest.Limits // zero: the engine's defaults
 	Reserve int

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/policy"
 	"github.com/contextfold/contextfold/internal/core/wire"
 	"github.com/contextfold/contextfold/internal/proxy/codec"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
@@ -47,8 +48,9 @@ const DefaultMaxHeld = 1 << 30
 // message that made it name the conversation. A request with no tool
 // result yet has nothing to fold and passes through untouched.
 type Folder struct {
-	store *foldstore.Store
-	log   *slog.Logger
+	store  *foldstore.Store
+	policy policy.Policy
+	log    *slog.Logger
 	// window is the context window folding plans for, in tokens (0: the
 	// engine's default).
 	window int
@@ -72,13 +74,14 @@ type Folder struct {
 	bg sync.WaitGroup
 }
 
-// NewFolder returns a Folder recording to store, planning for a context
-// window of window tokens (0: the engine's default).
-func NewFolder(store *foldstore.Store, window int, log *slog.Logger) *Folder {
+// NewFolder returns a Folder that folds by pol (the host's choice),
+// records to store, and plans for a context window of window tokens (0: the
+// engine's default).
+func NewFolder(store *foldstore.Store, pol policy.Policy, window int, log *slog.Logger) *Folder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Folder{store: store, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}, opening: map[string]*sync.Mutex{}}
+	return &Folder{store: store, policy: pol, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}, opening: map[string]*sync.Mutex{}}
 }
 
 // Close stops idle work and closes every conversation file; requests that
@@ -384,7 +387,7 @@ func (f *Folder) conversation(api codec.API, session, scope, key string) (*conve
 	}
 	// Codes are the conversation's own: clients whose model server numbers
 	// its calls alike (call_1, call_2, …) fold under different codes.
-	eng := engine.New(engine.Config{Scope: name})
+	eng := engine.New(engine.Config{Policy: f.policy, Scope: name})
 	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/core/registry"
 	"github.com/contextfold/contextfold/internal/proxy/codec"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
@@ -46,7 +49,7 @@ func testFolder(tb testing.TB, window int, log *slog.Logger) *Folder {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := NewFolder(st, window, log)
+	f := NewFolder(st, schedule.Economic{}, window, log)
 	tb.Cleanup(func() {
 		f.Close()
 		st.Close()
@@ -163,7 +166,7 @@ func foldingFront(t *testing.T, up *upstream, dir string, window int) (base stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	folder := NewFolder(store, window, nil)
+	folder := NewFolder(store, schedule.Economic{}, window, nil)
 	s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
 	return s.URL, func() {
 		s.Close()
@@ -324,5 +327,65 @@ func TestSideRequestsPassThrough(t *testing.T) {
 		if got := string(reqs[len(reqs)-1].body); got != c.body {
 			t.Errorf("%s: body changed:\n%s", c.path, got)
 		}
+	}
+}
+
+// foldIDs is a policy that folds exactly its ids, once they are there.
+type foldIDs []string
+
+func (p foldIDs) Conduct(v *policy.View) policy.Decision {
+	var fold []string
+	for _, id := range p {
+		for _, b := range v.Blocks {
+			if b.ID == id && b.Candidate() {
+				fold = append(fold, id)
+			}
+		}
+	}
+	return policy.Decision{Fold: fold, Trigger: policy.Economic}
+}
+
+// TestFoldsByTheHostsPolicy: the Folder folds what the policy its host
+// hands it decides, and nothing without one.
+func TestFoldsByTheHostsPolicy(t *testing.T) {
+	cl := clients[0]
+	for _, tc := range []struct {
+		name   string
+		pol    policy.Policy
+		folded []string // nil: at least half the outputs
+	}{
+		{"the schedule", schedule.Economic{}, nil},
+		{"none", nil, []string{}},
+		{"two ids", foldIDs{"r:" + callID(2), "r:" + callID(5)}, []string{callID(2), callID(5)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, "up", nil)
+			store, err := foldstore.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			folder := NewFolder(store, tc.pol, 40_000, nil)
+			s, _ := front(t, up, up, func(c *Config) { c.Folder = folder })
+			defer func() { s.Close(); folder.Close(); store.Close() }()
+			const turns = 40
+			for n := 1; n <= turns; n++ {
+				send(t, s.URL, cl.path, cl.body(n))
+			}
+			reqs := up.requests()
+			got := cl.outputs(t, reqs[len(reqs)-1].body)
+			var folded []string
+			for k := 1; k <= turns; k++ {
+				if got[callID(k)] != output(k) {
+					folded = append(folded, callID(k))
+				}
+			}
+			if tc.folded == nil {
+				if len(folded) < turns/2 {
+					t.Fatalf("the schedule folded %d of %d outputs", len(folded), turns)
+				}
+			} else if !slices.Equal(folded, tc.folded) && len(folded)+len(tc.folded) > 0 {
+				t.Fatalf("folded %q, want %q", folded, tc.folded)
+			}
+		})
 	}
 }

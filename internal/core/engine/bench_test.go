@@ -37,7 +37,7 @@ func sizeOf(msgs [][]byte) int {
 // (~1 MB) session, given only the newest message.
 func BenchmarkSteadyTurn(b *testing.B) {
 	msgs := benchSession(1000)
-	e := New(Config{})
+	e := New(shipped())
 	// Fold once at a 200k window so the session carries frozen layers.
 	e.Step(Request{Append: msgs[:len(msgs)-1], Window: 200_000, Reported: 150_000}, NopJournal{})
 	if len(e.Layers()) == 0 {
@@ -64,7 +64,7 @@ func BenchmarkFoldEvent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		e := New(Config{})
+		e := New(shipped())
 		e.Step(Request{Append: msgs[:len(msgs)-1], Window: 200_000, Paused: true}, NopJournal{})
 		for e.Prepare(1 << 20) { // digests are prepared between requests
 		}
@@ -85,7 +85,7 @@ func BenchmarkResume(b *testing.B) {
 	b.ReportMetric(float64(sizeOf(msgs))/1e6, "MB")
 	b.ReportAllocs()
 	for b.Loop() {
-		e := New(Config{})
+		e := New(shipped())
 		e.Step(Request{Append: msgs, Window: 1_000_000, Reported: 100_000}, NopJournal{})
 	}
 }

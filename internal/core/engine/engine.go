@@ -26,7 +26,6 @@ import (
 	"github.com/contextfold/contextfold/internal/core/digest"
 	"github.com/contextfold/contextfold/internal/core/parallel"
 	"github.com/contextfold/contextfold/internal/core/policy"
-	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/core/registry"
 	"github.com/contextfold/contextfold/internal/core/risk"
 	"github.com/contextfold/contextfold/internal/core/seedindex"
@@ -41,9 +40,13 @@ const DefaultWindow = 200_000
 // than stop just short of a large block.
 const protectOverflow = 1.25
 
-// Config configures an Engine. The zero value uses the shipped defaults.
+// Config configures an Engine. Its zero fields take the defaults, except
+// Policy, which the host chooses.
 type Config struct {
-	Knobs  policy.Knobs
+	Knobs policy.Knobs
+	// Policy decides what folds and when. The engine has no default: each
+	// host hands it its own. With none the engine never folds; an engine
+	// that only replays fold records and reads them back needs none.
 	Policy policy.Policy
 	Limits digest.Limits
 	// DefaultWindow is used when a request names no window.
@@ -60,9 +63,6 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Knobs == (policy.Knobs{}) {
 		c.Knobs = policy.DefaultKnobs
-	}
-	if c.Policy == nil {
-		c.Policy = schedule.Economic{}
 	}
 	if c.Limits == (digest.Limits{}) {
 		c.Limits = digest.DefaultLimits
@@ -240,14 +240,9 @@ func (e *Engine) Code(id string) string { return digest.ScopedCode(e.cfg.Scope, 
 // SetKnobs changes the knobs for future folds; frozen bytes never move.
 func (e *Engine) SetKnobs(k policy.Knobs) { e.cfg.Knobs = k }
 
-// SetPolicy replaces the fold policy (nil restores the default). Committed
-// layers stay as they are; the policy only decides later events.
-func (e *Engine) SetPolicy(p policy.Policy) {
-	if p == nil {
-		p = schedule.Economic{}
-	}
-	e.cfg.Policy = p
-}
+// SetPolicy replaces the fold policy (nil: fold no more). Committed layers
+// stay as they are; the policy only decides later events.
+func (e *Engine) SetPolicy(p policy.Policy) { e.cfg.Policy = p }
 
 // Transcript returns the messages the engine holds.
 func (e *Engine) Transcript() *block.Transcript { return e.tr }
@@ -466,7 +461,9 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	if !req.Paused {
 		e.prefetch()
 		over = e.oversize(&view)
-		dec = e.cfg.Policy.Conduct(&view)
+		if e.cfg.Policy != nil {
+			dec = e.cfg.Policy.Conduct(&view)
+		}
 	}
 	res.Status = dec.Status
 	if len(over) > 0 && res.Status.Note == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/contextfold/contextfold/internal/core/digest"
 	"github.com/contextfold/contextfold/internal/core/policy"
 	"github.com/contextfold/contextfold/internal/core/policy/ladder"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/core/rawjson"
 	"github.com/contextfold/contextfold/internal/core/registry"
 	"github.com/contextfold/contextfold/internal/core/risk"
@@ -63,7 +64,7 @@ func longSession(n, lines int) *session {
 
 func TestFoldEventsAndFrozenPrefix(t *testing.T) {
 	msgs := longSession(60, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	turns := drive(t, e, msgs, 32_000, j)
 	if len(j.events) < 2 {
@@ -96,7 +97,7 @@ func TestFoldEventsAndFrozenPrefix(t *testing.T) {
 
 func TestInvariantsOfRenderedMessages(t *testing.T) {
 	msgs := longSession(40, 60).msgs
-	e := New(Config{})
+	e := New(shipped())
 	drive(t, e, msgs, 20_000, &memJournal{})
 	out := e.Render()
 	if len(out) != len(msgs) {
@@ -152,7 +153,7 @@ func TestFirstDeliveryAndTailAreHeld(t *testing.T) {
 	}
 	// A parallel batch at the end: two results after the latest assistant.
 	s.call("", "p1", "p2").result("p1", output("p1", 100), false).result("p2", output("p2", 100), false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: 8_000}, &memJournal{})
 	if res.Event == nil {
 		t.Fatal("an over-budget session should fold")
@@ -180,7 +181,7 @@ func TestFirstDeliveryAndTailAreHeld(t *testing.T) {
 
 func TestJournalFailureRejectsWholeEvent(t *testing.T) {
 	msgs := longSession(30, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	drive(t, e, msgs[:40], 16_000, j)
 	before := len(e.Placements())
@@ -216,7 +217,7 @@ func TestCollisionDropsOnlyThatBlock(t *testing.T) {
 		s.call("", id).result(id, output(id, 120), false)
 	}
 	s.text("ok")
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	res := e.Step(Request{Append: s.msgs, Window: 10_000}, j)
 	if res.Event == nil {
@@ -242,7 +243,7 @@ func TestCollisionDropsOnlyThatBlock(t *testing.T) {
 
 func TestUnfoldIsStickyAndOnlyForFolded(t *testing.T) {
 	msgs := longSession(30, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	drive(t, e, msgs, 12_000, j)
 	recs := e.Registry().All()
@@ -284,7 +285,7 @@ func TestUnfoldIsStickyAndOnlyForFolded(t *testing.T) {
 
 func TestUnfoldJournalFailureChangesNothing(t *testing.T) {
 	msgs := longSession(20, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	drive(t, e, msgs, 10_000, j)
 	code := e.Registry().All()[0].Code
@@ -299,13 +300,13 @@ func TestUnfoldJournalFailureChangesNothing(t *testing.T) {
 
 func TestReplayRebuildsSameBytes(t *testing.T) {
 	msgs := longSession(40, 80).msgs
-	a := New(Config{})
+	a := New(shipped())
 	j := &memJournal{}
 	drive(t, a, msgs, 16_000, j)
 	if _, err := a.Unfold([]string{a.Registry().All()[1].Code}, j); err != nil {
 		t.Fatal(err)
 	}
-	b := New(Config{})
+	b := New(shipped())
 	if _, err := b.Replay(j.entries()); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestReplayRebuildsSameBytes(t *testing.T) {
 		t.Fatalf("seq %d vs %d", b.LastSeq(), a.LastSeq())
 	}
 	// Replay honours voids: a voided event never applies.
-	c := New(Config{})
+	c := New(shipped())
 	en := j.entries()
 	en = append(en, VoidEntry(en[0].Seq))
 	c.Replay(en)
@@ -335,7 +336,7 @@ func TestReplayRebuildsSameBytes(t *testing.T) {
 
 func TestResyncAfterDivergence(t *testing.T) {
 	msgs := longSession(30, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	drive(t, e, msgs, 16_000, &memJournal{})
 	placed := len(e.Placements())
 	// A compaction-like rewrite: the first 20 messages replaced by one summary.
@@ -568,7 +569,7 @@ func TestBenchReplay(t *testing.T) {
 	for _, prof := range []struct {
 		name string
 		pol  policy.Policy
-	}{{"schedule", nil}, {"ladder", ladder.Ladder{}}} {
+	}{{"schedule", schedule.Economic{}}, {"ladder", ladder.Ladder{}}} {
 		t.Run(prof.name, func(t *testing.T) { benchReplay(t, files, prof.pol) })
 	}
 }
@@ -618,7 +619,7 @@ func benchReplay(t *testing.T, files []string, pol policy.Policy) {
 // later changes (a context_edit) must not be covered by the old digest.
 func TestChangedFrozenBlockGoesRaw(t *testing.T) {
 	msgs := longSession(30, 80).msgs
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	drive(t, e, msgs, 12_000, j)
 	rec := e.Registry().All()[0]
@@ -626,7 +627,7 @@ func TestChangedFrozenBlockGoesRaw(t *testing.T) {
 	edited := make([][]byte, len(msgs))
 	copy(edited, msgs)
 	edited[b.Msg] = newSession().result(strings.TrimPrefix(rec.ID, "r:"), "[edited by another extension]", false).msgs[0]
-	e2 := New(Config{})
+	e2 := New(shipped())
 	e2.Replay(j.entries())
 	e2.Sync(0, edited)
 	out := e2.Render()
@@ -649,7 +650,7 @@ func TestChangedFrozenBlockGoesRaw(t *testing.T) {
 // never bytes.
 func TestPrepareDigestsAheadWithoutChangingDecisions(t *testing.T) {
 	msgs := longSession(40, 80).msgs
-	a, b := New(Config{}), New(Config{})
+	a, b := New(shipped()), New(shipped())
 	ja, jb := &memJournal{}, &memJournal{}
 	held := 0
 	for i := 1; i <= len(msgs); i++ {
@@ -691,7 +692,7 @@ func TestRoleCountsFollowSync(t *testing.T) {
 	}
 	s.text("done")
 	msgs := s.msgs
-	e := New(Config{})
+	e := New(shipped())
 	held := 0
 	for _, step := range []struct{ keep, upTo int }{
 		{0, 3}, {3, 5}, {5, 9}, {9, len(msgs)},

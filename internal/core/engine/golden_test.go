@@ -45,7 +45,7 @@ func TestGoldenFoldEvents(t *testing.T) {
 	for _, f := range files {
 		for _, window := range []int{32_000, 128_000} {
 			msgs := loadPi(t, f)
-			e := New(Config{})
+			e := New(shipped())
 			j := &memJournal{}
 			turns := drive(t, e, msgs, window, j)
 			var b bytes.Buffer

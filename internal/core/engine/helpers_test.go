@@ -12,8 +12,13 @@ import (
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/bench/trajectory"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/core/rawjson"
 )
+
+// shipped configures an engine as the hosts do: the shipped schedule,
+// every other field at its default.
+func shipped() Config { return Config{Policy: schedule.Economic{}} }
 
 // session builds Pi 1.6 messages for tests.
 type session struct {

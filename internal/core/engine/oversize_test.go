@@ -47,7 +47,7 @@ func TestOversizedResultIsBoundedAndFrozen(t *testing.T) {
 	huge := bigOutput("c1", 40_000)
 	s := newSession().user("run the suite").call("", "c0").result("c0", "ok", false).
 		call("", "c1").result("c1", huge, false)
-	e := New(Config{})
+	e := New(shipped())
 	j := &memJournal{}
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, j)
 	if res.Rejected != nil || res.Event == nil || res.Event.Trigger != policy.Oversize || len(res.Event.Folds) != 1 {
@@ -84,7 +84,7 @@ func TestOversizedResultIsBoundedAndFrozen(t *testing.T) {
 	}
 
 	// A replay of the journal rebuilds the same frozen bytes.
-	r := New(Config{})
+	r := New(shipped())
 	if _, err := r.Replay(j.entries()); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestNormalHeldResultsGoOutWhole(t *testing.T) {
 	// larger than the bounded cap.
 	fresh := bigOutput("c1", ovCap*3)
 	s := newSession().user("go").call("", "c1").result("c1", fresh, false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if res.Event != nil || e.Frozen("r:c1") || !bytes.Contains(request(e.Render()), []byte(`c1 000499`)) {
 		t.Fatalf("a result that fits was not delivered whole: %+v", res.Event)
@@ -121,7 +121,7 @@ func TestNormalHeldResultsGoOutWhole(t *testing.T) {
 		s.call("", id).result(id, output(id, 200), false)
 	}
 	s.call("", "c1").result("c1", bigOutput("c1", ovBudget/2-1000), false)
-	e = New(Config{})
+	e = New(shipped())
 	res = e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if e.Frozen("r:c1") || res.Event == nil || res.Event.Trigger == policy.Oversize {
 		t.Fatalf("want the history folded and the result whole: %+v", res.Event)
@@ -136,7 +136,7 @@ func TestOversizedByTheFloor(t *testing.T) {
 	// leaves no room for it whole: rule (b).
 	s := newSession().user(strings.Repeat("spec text that never folds ", 16_000*4/27)).
 		call("", "c1").result("c1", bigOutput("c1", 10_000), false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if res.Event == nil || !e.Frozen("r:c1") {
 		t.Fatalf("want the result bounded: %+v", res)
@@ -148,7 +148,7 @@ func TestOversizedByTheFloor(t *testing.T) {
 	// (one that still counts what a compaction removed) takes no result's
 	// first whole delivery away.
 	s = newSession().user("go").call("", "c1").result("c1", bigOutput("c1", 10_000), false)
-	e = New(Config{})
+	e = New(shipped())
 	res = e.Step(Request{Append: s.msgs, Window: ovWindow, Reported: 30_000}, &memJournal{})
 	if e.Frozen("r:c1") {
 		t.Fatalf("a stale reported figure bounded a result that fits: %+v", res.Event)
@@ -162,7 +162,7 @@ func TestParallelHeldResults(t *testing.T) {
 		result("p0", bigOutput("p0", ovBudget*30/100), false).
 		result("p1", bigOutput("p1", ovBudget*40/100), false).
 		result("p2", bigOutput("p2", ovBudget*35/100), false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if res.Event == nil || len(res.Event.Folds) != 1 || res.Event.Folds[0].ID != "r:p1" {
 		t.Fatalf("want only the largest bounded: %+v", res.Event)
@@ -175,7 +175,7 @@ func TestParallelHeldResults(t *testing.T) {
 		result("q0", bigOutput("q0", ovBudget*6/10), false).
 		result("q1", bigOutput("q1", ovBudget*7/10), false).
 		result("q2", bigOutput("q2", ovBudget*6/10), false)
-	e = New(Config{})
+	e = New(shipped())
 	res = e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if res.Event == nil || len(res.Event.Folds) != 3 || res.Event.Folds[0].ID != "r:q0" || res.Event.Folds[2].ID != "r:q2" {
 		t.Fatalf("want all three bounded in one event: %+v", res.Event)
@@ -194,7 +194,7 @@ func TestOversizedWithAPolicyEvent(t *testing.T) {
 		s.call("", id).result(id, output(id, 300), false)
 	}
 	s.call("", "c1").result("c1", bigOutput("c1", 30_000), false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{})
 	if res.Event == nil || res.Event.Trigger == policy.Oversize || !e.Frozen("r:c1") || !e.Frozen("r:h0") {
 		t.Fatalf("want one event with the history and the bounded result: %+v", res.Event)
@@ -208,7 +208,7 @@ func TestOversizedJournalFailure(t *testing.T) {
 	// A journal failure rejects the event like any other (DESIGN §7): the
 	// result goes out whole this request, and the next one bounds it.
 	s := newSession().user("go").call("", "c1").result("c1", bigOutput("c1", 40_000), false)
-	e := New(Config{})
+	e := New(shipped())
 	res := e.Step(Request{Append: s.msgs, Window: ovWindow}, &memJournal{fail: errDisk})
 	if res.Rejected == nil || e.Frozen("r:c1") {
 		t.Fatalf("want a rejected event: %+v", res)
@@ -221,7 +221,7 @@ func TestOversizedJournalFailure(t *testing.T) {
 
 func TestPausedDoesNotBound(t *testing.T) {
 	s := newSession().user("go").call("", "c1").result("c1", bigOutput("c1", 40_000), false)
-	e := New(Config{})
+	e := New(shipped())
 	if res := e.Step(Request{Append: s.msgs, Window: ovWindow, Paused: true}, &memJournal{}); res.Event != nil {
 		t.Fatal("a paused request folded")
 	}

@@ -156,13 +156,13 @@ func TestSuperseded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSession()
 			tc.build(s)
-			e := New(Config{})
+			e := New(shipped())
 			e.Sync(0, s.msgs)
 			if got := superseded(e); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("superseded = %q, want %q", got, tc.want)
 			}
 			// Incremental: one message at a time gives the same marks.
-			inc := New(Config{})
+			inc := New(shipped())
 			for i := range s.msgs {
 				inc.Sync(i, s.msgs[i:i+1])
 			}
@@ -192,7 +192,7 @@ func readThenList() (file string, s *session, e *Engine) {
 	s = newSession().user("go")
 	s.calls(tcall{"c1", "read", readArgs("src/x.ts", "")}).res("c1", "read", file, false)
 	s.calls(tcall{"c2", "bash", bashArgs("ls")}).res("c2", "bash", file, false)
-	e = New(Config{})
+	e = New(shipped())
 	e.Sync(0, s.msgs)
 	return file, s, e
 }

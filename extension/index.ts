@@ -113,7 +113,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	});
 	pi.on("model_select", async (event, ctx) => {
 		const prev = event.previousModel;
-		// A real model change makes the cache genuinely cold (EDGES 11).
+		// A real model change makes the cache genuinely cold (docs/EDGES.md #11).
 		if (event.source !== "restore" && prev && (prev.provider !== event.model.provider || prev.id !== event.model.id)) {
 			try {
 				await current().call(ctx, "modelChanged", {});
@@ -211,7 +211,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 				setup: async (sm) => {
 					sm.appendMessage({ role: "user", content: [{ type: "text", text: res.seed }], timestamp: Date.now() });
 				},
-				// After newSession the command's ctx is stale (EDGES 19): speak through the new one.
+				// After newSession the command's ctx is stale (docs/EDGES.md #19): speak through the new one.
 				withSession: async (fresh) => fresh.ui.notify(`Fresh session started from the handoff seed (${res.path}). Type your first instruction.`, "info"),
 			});
 			if (out.cancelled) ctx.ui.notify(`handoff seed written: ${res.path} (the new session was cancelled)`, "warning");

@@ -1,5 +1,5 @@
 // Tool schemas and the teaching text the model reads. Kept short: it is paid
-// for on every request (EDGES 15).
+// for on every request (docs/EDGES.md #15).
 import { Type } from "typebox";
 
 export const recallParams = Type.Object({

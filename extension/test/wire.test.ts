@@ -45,7 +45,7 @@ test("the tracker finds the first changed message", () => {
 	const appended = [...mk(), { role: "user", content: "more", timestamp: 4 }];
 	assert.equal(t.prefix(appended), 4);
 	const edited = mk();
-	edited[3].content[0].text = "ou!"; // same length, different bytes (EDGES 5)
+	edited[3].content[0].text = "ou!"; // same length, different bytes (docs/EDGES.md #5)
 	assert.equal(t.prefix(edited), 3);
 	const compacted = [mk()[0], { role: "compactionSummary", summary: "s", timestamp: 9 }, mk()[3]];
 	assert.equal(t.prefix(compacted), 1);

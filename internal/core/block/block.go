@@ -13,7 +13,7 @@
 //
 // Anything without its anchor, every system or unknown-role message, and any
 // later message repeating an earlier message's id gets a positional m<i>:… id.
-// Positional ids are never durable and never fold (DESIGN §8 invariant 1); the
+// Positional ids are never durable and never fold (docs/DESIGN.md §8.1); the
 // durable-id gate (Durable) stays separate from the kind gate (Foldable).
 //
 // Decoding never rejects a message: malformed JSON, unknown roles, parts and

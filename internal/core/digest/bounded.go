@@ -203,7 +203,7 @@ func (in *boundedInput) plan(body int) boundedPlan {
 	growHead(body / 4)
 	growTail(body / 4)
 	// Error lines first: a failure buried in the middle is what the model
-	// most needs to see (DESIGN §8 invariant 6).
+	// most needs to see (docs/DESIGN.md §8.6).
 	p = in.classify(p, body-headUsed-tailUsed)
 	errUsed := 0
 	for _, e := range p.listed {

@@ -7,7 +7,7 @@
 // in every process, and two conversations whose clients number their tool
 // calls alike (call_1, call_2, …) still get different codes. The engine is
 // the only author of the tag: text a policy supplies is stripped of
-// anything tag-shaped before the authoritative tag is prepended (DESIGN §8
+// anything tag-shaped before the authoritative tag is prepended (docs/DESIGN.md §8
 // invariant 2).
 package digest
 

@@ -11,7 +11,7 @@ import (
 
 func TestCodeVectors(t *testing.T) {
 	// Vectors from issue 2; r:toolu_01é and r:call-😀 pin UTF-16 hashing
-	// (over UTF-8 bytes the first would be 337h60: EDGES 27).
+	// (over UTF-8 bytes the first would be 337h60: docs/EDGES.md #27).
 	vectors := map[string]string{
 		"r:c1":            "0qq769",
 		"r:c2":            "yxvg2g",

@@ -1,5 +1,5 @@
 // Package engine is the fold store: it runs the per-request pipeline of
-// DESIGN §3 and owns the committed fold layers.
+// docs/DESIGN.md §3 and owns the committed fold layers.
 //
 //	linearize → frozen ops → view → policy → lower → commit → merged ops
 //
@@ -1110,7 +1110,7 @@ type UnfoldResult struct {
 var ErrBadCode = errors.New("not a fold code")
 
 // Unfold releases the blocks behind codes for good, after the journal
-// records it. Only folded blocks answer (EDGES 12).
+// records it. Only folded blocks answer (docs/EDGES.md #12).
 func (e *Engine) Unfold(codes []string, j Journal) ([]UnfoldResult, error) {
 	if j == nil {
 		j = NopJournal{}

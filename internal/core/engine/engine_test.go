@@ -521,7 +521,7 @@ func TestApplyMatchesTypeScriptShape(t *testing.T) {
 	}
 }
 
-// errorLinesVisible checks DESIGN §8 invariant 6 on one folded block: every
+// errorLinesVisible checks docs/DESIGN.md §8.6 on one folded block: every
 // distinct error line of the text is shown in the digest (verbatim, clipped
 // to a prefix, or in a counted group of its shape: digest.ShowLines), or is
 // among the flagged lines the digest says it omitted.
@@ -615,7 +615,7 @@ func benchReplay(t *testing.T, files []string, pol policy.Policy) {
 	}
 }
 
-// TestChangedFrozenBlockGoesRaw covers EDGES 6: a folded block whose content
+// TestChangedFrozenBlockGoesRaw covers docs/EDGES.md #6: a folded block whose content
 // later changes (a context_edit) must not be covered by the old digest.
 func TestChangedFrozenBlockGoesRaw(t *testing.T) {
 	msgs := longSession(30, 80).msgs

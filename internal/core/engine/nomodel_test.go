@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestNoNetworkInTheCore guards DESIGN §8 invariant 7 (no model call on any
+// TestNoNetworkInTheCore guards docs/DESIGN.md §8.7 (no model call on any
 // path) structurally: the engine and everything it imports must not link a
 // network or HTTP client at all.
 func TestNoNetworkInTheCore(t *testing.T) {

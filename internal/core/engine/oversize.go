@@ -9,7 +9,7 @@ import (
 )
 
 // First-delivery tool results are held: the model sees each one whole once
-// before it may fold (EDGES 16). One result can be too large for that: a
+// before it may fold (docs/EDGES.md #16). One result can be too large for that: a
 // 229k-token bash output cannot be sent whole at a 200k window by any
 // policy, and the provider rejects the request, which ends the session. Such
 // an oversized result is delivered as a bounded view instead

@@ -105,7 +105,7 @@ func TestOversizedResultIsBoundedAndFrozen(t *testing.T) {
 }
 
 func TestNormalHeldResultsGoOutWhole(t *testing.T) {
-	// EDGES 16: a fresh result that fits reaches the model whole, even one
+	// docs/EDGES.md #16: a fresh result that fits reaches the model whole, even one
 	// larger than the bounded cap.
 	fresh := bigOutput("c1", ovCap*3)
 	s := newSession().user("go").call("", "c1").result("c1", fresh, false)
@@ -205,7 +205,7 @@ func TestOversizedWithAPolicyEvent(t *testing.T) {
 }
 
 func TestOversizedJournalFailure(t *testing.T) {
-	// A journal failure rejects the event like any other (DESIGN §7): the
+	// A journal failure rejects the event like any other (docs/DESIGN.md §7): the
 	// result goes out whole this request, and the next one bounds it.
 	s := newSession().user("go").call("", "c1").result("c1", bigOutput("c1", 40_000), false)
 	e := New(shipped())

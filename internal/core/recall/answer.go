@@ -8,7 +8,7 @@ import (
 // A Store holds one conversation's folded blocks: their fold records, and
 // the originals the blocks are read back from (a Pi session file, the
 // proxy's record of a conversation). Answer reads every store alike, so
-// every route verifies, slices and labels the same way (EDGES 24).
+// every route verifies, slices and labels the same way (docs/EDGES.md #24).
 type Store interface {
 	// Lookup returns the fold record that holds code.
 	Lookup(code string) (registry.Record, bool)

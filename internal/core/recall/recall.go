@@ -4,7 +4,7 @@
 // Recall exists so a fold is reversible, but one recall must never hand back
 // the flood that folding removed. Every read therefore goes through a cap,
 // whichever route serves it (the ledger, a tool's full-output file, the live
-// history; EDGES 14):
+// history; docs/EDGES.md #14):
 //
 //	Whole   a whole block: unchanged up to WholeTokenCap, else its first lines
 //	Lines   a 1-based inclusive line range, capped at WholeTokenCap
@@ -23,7 +23,7 @@
 // The package is pure: no I/O, no clock. The caller (the engine service)
 // decides what is folded, which route serves a code, and whether its text
 // verified; this package renders the answer, including the label that says
-// what was served (EDGES 24): a verified ledger block, an unverified legacy
+// what was served (docs/EDGES.md #24): a verified ledger block, an unverified legacy
 // record, a live block served because the ledger check failed, a truncated
 // view. Strings match the TypeScript implementation unless a comment says
 // otherwise.

@@ -301,7 +301,7 @@ func TestSearch(t *testing.T) {
 }
 
 func TestLabelsAndRoutes(t *testing.T) {
-	// What each route says it served (EDGES 24).
+	// What each route says it served (docs/EDGES.md #24).
 	_, slice := Lines("a\nb", "1-2", SourceLedger)
 	for _, tc := range []struct{ got, want string }{
 		{LiveLabel("tool_result", "bash", 3, 0), "tool_result bash · turn 3"},

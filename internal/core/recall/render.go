@@ -15,7 +15,7 @@ import (
 //	FullOutputGone     (with the route note) the tool's full-output file is
 //	                   gone; a grep or line range saw the truncated result
 //
-// so no route serves text without saying which it is (EDGES 24).
+// so no route serves text without saying which it is (docs/EDGES.md #24).
 //
 // Labels and notes are read by the model and by people at the command line,
 // so they name the session file (Pi's file the blocks are read back from),
@@ -186,7 +186,7 @@ func RenderRecall(matches []Match, failures []Failure, missing []string) string 
 // blocks are named in the first line as well, so no line of unverified text
 // is served without a warning where it is read and where the answer starts.
 // The TypeScript search printed none, and served unverified text silently
-// (EDGES 24).
+// (docs/EDGES.md #24).
 func RenderSearch(term string, hits []Hit, note string, warnings []string) string {
 	var sb strings.Builder
 	if len(hits) == 0 {
@@ -223,13 +223,13 @@ type Unfold struct {
 	// Expanded are the codes released now (Code, Label and an optional
 	// Note; Text is not rendered).
 	Expanded []Match
-	// Already are codes that were unfolded before: nothing to do (EDGES 25).
+	// Already are codes that were unfolded before: nothing to do (docs/EDGES.md #25).
 	Already []string
 	// Missing are inputs naming no folded block, as typed.
 	Missing []string
 	// Compacted are inputs naming a folded block that left live history at
 	// compaction, as typed: nothing to re-expand, recall still reads it
-	// (EDGES 13).
+	// (docs/EDGES.md #13).
 	Compacted []string
 }
 

@@ -1,6 +1,6 @@
 // Package risk is the error lexicon: it decides which lines of a tool output
 // carry a failure or warning signal that must stay visible when the output is
-// folded (DESIGN §8 invariant 6).
+// folded (docs/DESIGN.md §8.6).
 //
 // The lexicon is deliberately broad and any-case, because test runners and
 // build tools print failures in every spelling and often with isError=false:

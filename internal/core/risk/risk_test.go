@@ -7,7 +7,7 @@ func TestClassify(t *testing.T) {
 		line string
 		want Class
 	}{
-		// Failures in the spellings EDGES 18 lists, and their relatives.
+		// Failures in the spellings docs/EDGES.md #18 lists, and their relatives.
 		{"ERROR: build failed", Error},
 		{"error: cannot find symbol", Error},
 		{"3 failed, 10 passed in 2.1s", Error},

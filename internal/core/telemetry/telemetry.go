@@ -92,7 +92,7 @@ func New() *Telemetry {
 	return &Telemetry{activity: map[string]int64{}, warned: map[string]int64{}}
 }
 
-// Reset restarts the cache segment, as after a real model change (EDGES 11):
+// Reset restarts the cache segment, as after a real model change (docs/EDGES.md #11):
 // the provider's cache is genuinely cold.
 func (t *Telemetry) Reset() {
 	*t = *New()
@@ -156,7 +156,7 @@ func (t *Telemetry) NoteFold(masked int) {
 }
 
 // Observe records one response. Responses without usage are skipped, not
-// judged (EDGES 10). It returns notices to show at once.
+// judged (docs/EDGES.md #10). It returns notices to show at once.
 func (t *Telemetry) Observe(u Usage) []Notice {
 	if u.empty() || u.Stop == "error" || u.Stop == "aborted" {
 		return nil
@@ -208,7 +208,7 @@ func (t *Telemetry) Observe(u Usage) []Notice {
 }
 
 // Settled evaluates the cold-input advisor at the end of an agent run
-// (EDGES 20): a final response with no cache read rebilling at least
+// (docs/EDGES.md #20): a final response with no cache read rebilling at least
 // ColdInputTokens, after two observed responses, not the one a fold itself
 // made cold; one notice per cold streak.
 func (t *Telemetry) Settled() []Notice {

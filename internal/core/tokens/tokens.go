@@ -75,7 +75,7 @@ func EstimateUnits(units int) int {
 }
 
 // Block is the cost of one block of text: Estimate plus BlockOverhead. It is
-// the single token oracle the engine uses (DESIGN §8 invariant 4).
+// the single token oracle the engine uses (docs/DESIGN.md §8.4).
 func Block(s string) int { return Estimate(s) + BlockOverhead }
 
 // SafeSlice returns the longest prefix of s that is at most n UTF-16 units and

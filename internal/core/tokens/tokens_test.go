@@ -14,7 +14,7 @@ func TestUnitsAndEstimate(t *testing.T) {
 		{"", 0, 0},
 		{"abcd", 4, 1},
 		{"abcde", 5, 2},
-		{"é😀", 3, 1},           // EDGES 27: 3 UTF-16 units, 6 bytes
+		{"é😀", 3, 1},           // docs/EDGES.md #27: 3 UTF-16 units, 6 bytes
 		{"\xed\xa0\x80", 1, 1}, // WTF-8 lone surrogate
 		{"a\xffb", 3, 1},       // invalid byte reads as U+FFFD
 		{strings.Repeat("😀", 4), 8, 2},

@@ -6,7 +6,7 @@
 // write (a full disk) never takes effect and never costs the line after it
 // (package jsonl). A session without a
 // directory (Pi's --no-session) keeps its index in memory: nothing is ever
-// written into the user's working tree (EDGES 22).
+// written into the user's working tree (docs/EDGES.md #22).
 package indexfile
 
 import (

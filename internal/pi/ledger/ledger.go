@@ -5,10 +5,10 @@
 // line. Pi only ever appends to it ("entries cannot be modified or deleted"),
 // so the raw payload of every block that ever reached the model survives
 // folding, compaction and resume there. That is the durability floor behind
-// every fold (DESIGN §5): the engine stores only a block's durable id and the
+// every fold (docs/DESIGN.md §5): the engine stores only a block's durable id and the
 // sha256 of its text, and recall finds the text again here.
 //
-// Reading is tolerant, the way Pi 1.6 itself loads a session (EDGES 26):
+// Reading is tolerant, the way Pi 1.6 itself loads a session (docs/EDGES.md #26):
 //
 //   - blank lines are skipped;
 //   - a complete line that is not a JSON object is skipped and counted
@@ -650,7 +650,7 @@ type Found struct {
 // content, everything else kept, which is what Pi's context projection
 // does). Each candidate with the id is checked against sha, the newest
 // first, so a block folded before an edit and one folded after it each find
-// their own bytes (EDGES 6).
+// their own bytes (docs/EDGES.md #6).
 //
 // sha "" is a legacy record without a fold-time hash: the newest candidate as
 // written is served unverified. The edited forms are skipped there, because

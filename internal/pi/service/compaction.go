@@ -16,7 +16,7 @@ import (
 // CompactParams are Pi's session_before_compact preparation.
 type CompactParams struct {
 	// Messages are messagesToSummarize followed by turnPrefixMessages: both
-	// leave live history (EDGES 1).
+	// leave live history (docs/EDGES.md #1).
 	Messages        []json.RawMessage `json:"messages"`
 	FirstKeptID     string            `json:"firstKeptEntryId"`
 	PreviousSummary string            `json:"previousSummary,omitempty"`
@@ -73,7 +73,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 
 	// Every foldable block leaving live history that never folded gets a
 	// code and a fold record now, per block: one that collides is skipped,
-	// the rest are recorded (EDGES 4, 7).
+	// the rest are recorded (docs/EDGES.md #4, 7).
 	var recs []registry.Record
 	codes := map[string]string{}
 	for _, b := range leaving.Blocks() {
@@ -198,7 +198,7 @@ type CompactedParams struct {
 // secondCompaction is the warning after a second compaction in one session.
 const secondCompaction = "second forced compaction in this session: consider /fold-handoff to continue in a fresh session seeded with this one's index"
 
-// compacted counts a completed compaction (EDGES 2: when it completes, not
+// compacted counts a completed compaction (docs/EDGES.md #2: when it completes, not
 // when it starts), or retracts the index record of one that failed.
 func (s *Service) compacted(p CompactedParams) (*CompactResult, error) {
 	ss := s.s

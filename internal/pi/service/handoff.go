@@ -88,7 +88,7 @@ func (s *Service) handoff(p HandoffParams) (*HandoffResult, error) {
 	dir := indexfile.Dir(ss.dir, ss.id)
 	if dir == "" {
 		// No session directory (--no-session): never write into the user's
-		// tree (EDGES 22).
+		// tree (docs/EDGES.md #22).
 		dir, res.Temporary = filepath.Join(os.TempDir(), "context-fold", ss.id), true
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

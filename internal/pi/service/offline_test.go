@@ -63,7 +63,7 @@ func offlineSession(t *testing.T, msgs []json.RawMessage, act func(call func(met
 // TestOfflineSearchWarnsOfUnverifiedLines: a session file whose folded
 // block was edited after the fold. Its text, in the file and in the
 // history replayed from it, is not the folded bytes: recall by code and
-// search both refuse it and say why (EDGES 24: every route verifies the
+// search both refuse it and say why (docs/EDGES.md #24: every route verifies the
 // same way), and no line of it reads as the folded bytes.
 func TestOfflineSearchWarnsOfUnverifiedLines(t *testing.T) {
 	file := offlineSession(t, messages(30, ""), nil, func(m []json.RawMessage) {

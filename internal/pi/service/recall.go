@@ -55,7 +55,7 @@ func quote(s string) []byte {
 
 // sessionStore is the session's folded blocks for recall: the engine's
 // fold records, read back from the session file (sha256-verified), or,
-// when it cannot serve one, from live history, with a warning (EDGES 24:
+// when it cannot serve one, from live history, with a warning (docs/EDGES.md #24:
 // every route says what it served).
 type sessionStore struct {
 	ss     *session

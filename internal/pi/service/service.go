@@ -591,7 +591,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 // journal makes engine decisions durable: the seed-index record first (the
 // engine's own file), then the fold entry in Pi's session file through the
 // adapter. If the adapter cannot persist, the index record is voided, so a
-// rejected event leaves nothing effective behind (EDGES 23).
+// rejected event leaves nothing effective behind (docs/EDGES.md #23).
 type journal struct {
 	s   *Service
 	ss  *session

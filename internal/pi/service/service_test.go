@@ -195,7 +195,7 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
 		t.Fatalf("lines=76-76:\n%s", res.Text)
 	}
-	// Never-folded and unknown codes are not served (EDGES 12).
+	// Never-folded and unknown codes are not served (docs/EDGES.md #12).
 	call(t, c, "recall", RecallParams{Codes: []string{digest.ScopedCode("s1", "r:c29"), "zzzzzz"}}, &res)
 	if strings.Count(res.Text, "no folded block with that code") != 2 {
 		t.Fatalf("never-folded codes:\n%s", res.Text)
@@ -388,7 +388,7 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// TestCompactionCutInsideOpeningTurn (EDGES 1): Pi can hand over an empty
+// TestCompactionCutInsideOpeningTurn (docs/EDGES.md #1): Pi can hand over an empty
 // messagesToSummarize and only the opening turn's prefix; the summary must
 // still carry the user's opening request.
 func TestCompactionCutInsideOpeningTurn(t *testing.T) {

@@ -1,5 +1,6 @@
-// Package engine is the fold store: it runs the per-request pipeline of
-// docs/DESIGN.md §3 and owns the committed fold layers.
+// Package engine runs the per-request fold pipeline of docs/DESIGN.md §3
+// and owns the committed fold layers; the policy that decides what folds is
+// its host's (Config.Policy).
 //
 //	linearize → frozen ops → view → policy → lower → commit → merged ops
 //

@@ -20,13 +20,14 @@
 // tokens.Estimate, as in the TypeScript design; no cut ever splits a
 // surrogate pair.
 //
-// The package is pure: no I/O, no clock. The caller (the engine service)
-// decides what is folded, which route serves a code, and whether its text
-// verified; this package renders the answer, including the label that says
-// what was served (docs/EDGES.md #24): a verified ledger block, an unverified legacy
-// record, a live block served because the ledger check failed, a truncated
-// view. Strings match the TypeScript implementation unless a comment says
-// otherwise.
+// The package is pure: no I/O, no clock. A host hands Answer its stores
+// (Store: Pi's session file, the proxy's conversation record), which say
+// what is folded, what serves a code and whether its text verified; this
+// package looks codes up, slices and renders the answer, including the
+// label that says what was served (docs/EDGES.md #24): a verified ledger
+// block, an unverified legacy record, a live block served because the
+// ledger check failed, a truncated view. Strings match the TypeScript
+// implementation unless a comment says otherwise.
 package recall
 
 import (

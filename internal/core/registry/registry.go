@@ -1,9 +1,10 @@
 // Package registry is the fold registry: for every folded block, its durable
 // id, fold code, extent and the sha256 of its exact text at fold time.
 //
-// The registry holds metadata only, never content. Recall re-locates a
-// block's bytes in Pi's append-only session file by durable id and verifies
-// them against the recorded sha256. Codes are unique within a registry: a
+// The registry holds metadata only, never content. Recall finds a block's
+// bytes again in its host's append-only store (Pi's session file, the
+// proxy's conversation record) by durable id and verifies them against the
+// recorded sha256. Codes are unique within a registry: a
 // second id hashing to a taken code is a collision and is refused.
 package registry
 

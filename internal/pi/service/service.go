@@ -10,7 +10,7 @@
 //	usage   (notification) an assistant response's usage, for cold detection
 //	unfold  release folded blocks for good
 //	recall  read folded blocks back, verified against the session file
-//	status  the ladder's and the engine's state
+//	status  the policy's and the engine's state
 //
 // Methods (engine → adapter):
 //

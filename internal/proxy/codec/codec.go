@@ -5,13 +5,17 @@
 // The engine reads Pi's AgentMessage JSON (see package block). Decode builds
 // that view of a body's conversation: one Pi message per conversation unit,
 // in order, each tool result anchored by the provider's own tool-call id
-// ("r:<id>"), the only durable id a provider request carries. Everything
-// else gets a positional id, so it never folds: user and assistant text,
-// system and developer messages, and all thinking (signed thinking and
-// reasoning items are bound to their bytes; the proxy never alters them).
+// ("r:<id>"), the only durable id a provider request carries besides an
+// Anthropic assistant message's first tool_use id, which anchors its
+// thinking blocks. Everything else gets a positional id, so it never
+// folds: user and assistant text, system and developer messages, redacted
+// thinking, and OpenAI reasoning items (opaque: their text never reaches
+// the model, so folding them saves nothing and would break them).
 //
 // Apply replaces the value of a folded tool result's output with the digest,
-// as a JSON string, and copies every other byte of the body unchanged:
+// as a JSON string, and a folded Anthropic thinking block with a text block
+// holding its digest (unsigned, as Pi sends folded thinking: a signature
+// binds the exact text), and copies every other byte of the body unchanged:
 // cache_control markers, ids, fields this package does not know. A tool
 // result whose output it cannot replace without losing something (images,
 // tool references, a cache_control inside it, a duplicated key) is marked

@@ -1,4 +1,5 @@
-// Package ladder is the discrete fold ladder, the shipped fold policy.
+// Package ladder is the discrete fold ladder: fixed thresholds, the
+// "ladder" profile a host may choose instead of the cost-aware schedule.
 //
 // Folding happens in discrete events, never continuously, because any change
 // to history moves bytes and invalidates the provider's cached prefix: an

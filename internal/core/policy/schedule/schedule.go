@@ -1,4 +1,5 @@
-// Package schedule is the cost-aware fold schedule, the shipped fold policy.
+// Package schedule is the cost-aware fold schedule, the policy the hosts
+// hand the engine by default.
 //
 // A fold event is worth doing only when the prompt-cache re-write it causes
 // is repaid by the cheaper requests after it. The schedule prices the event

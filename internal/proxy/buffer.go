@@ -70,13 +70,10 @@ func (b *buffer) hold() { b.refs.Add(1) }
 // release drops a holder; the last one returns the buffer to its pool.
 func (b *buffer) release() {
 	if b.refs.Add(-1) == 0 && b.class >= 0 && cap(b.b) == 1<<(b.class+minPooledShift) {
-		buffersReturned.Add(1)
+		hookEvent("returned")
 		bufferPools[b.class].Put(b)
 	}
 }
-
-// buffersReturned counts the buffers returned to their pools, for tests.
-var buffersReturned atomic.Int64
 
 // readBody reads a request body whole into buf, within the proxy's limit,
 // writing each piece to seen as it arrives.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contextfold/contextfold/internal/proxy/codec"
 )
@@ -52,20 +53,31 @@ const (
 	cutFailed                    // the client's body could not be read
 )
 
-// cutPanicAt, set by tests only, makes the cut-through code panic at
-// "write", "read" or "decide", to show that it fails open.
-var cutPanicAt string
+// hooks are the points tests watch or break (export_test.go sets them);
+// nil otherwise. Atomic: a test sets them while another's goroutines may
+// still be winding down.
+var hooks atomic.Pointer[testHooks]
 
-func cutPanic(where string) {
-	if cutPanicAt == where {
-		panic("test panic at " + where)
+type testHooks struct {
+	// cut runs at the cut-through's "write", "read" and "decide" steps.
+	cut func(step string)
+	// event hears when a prediction's last byte is handed to the
+	// transport ("uploaded"), when a conversation's idle work starts
+	// ("idle") and when a body's buffer goes back to its pool ("returned").
+	event func(event string)
+}
+
+func hookCut(step string) {
+	if h := hooks.Load(); h != nil && h.cut != nil {
+		h.cut(step)
 	}
 }
 
-// testEvent, set by tests only, hears when a prediction's last byte is
-// handed to the transport ("uploaded") and when a conversation's idle work
-// starts ("idle").
-var testEvent func(string)
+func hookEvent(event string) {
+	if h := hooks.Load(); h != nil && h.event != nil {
+		h.event(event)
+	}
+}
 
 // errCutAbandoned ends the upload of a prediction the fold did not confirm.
 var errCutAbandoned = errors.New("contextfold proxy: predicted body abandoned for the decided one")
@@ -159,7 +171,7 @@ func (ct *cutThrough) Write(p []byte) (int, error) {
 		if ct.broken {
 			return
 		}
-		cutPanic("write")
+		hookCut("write")
 		ct.in.Write(p)
 		if !ct.confirmed && !ct.given {
 			ct.choose()
@@ -309,7 +321,7 @@ func (ct *cutThrough) decide(out [][]byte, path string) {
 	ct.state = cutAbandoned
 	func() {
 		defer ct.recover()
-		cutPanic("decide")
+		hookCut("decide")
 		if ct.confirmed && !ct.broken && ct.matches(out, applied) {
 			ct.state = cutSent
 		}
@@ -496,13 +508,13 @@ func (r *cutReader) Read(p []byte) (n int, err error) {
 			}
 			n, err := r.rest.Read(p)
 			r.off += n
-			if r.off == ct.total && n > 0 && testEvent != nil {
-				testEvent("uploaded")
+			if r.off == ct.total && n > 0 {
+				hookEvent("uploaded")
 			}
 			return n, err
 		}
 		if lim := ct.limit(); r.off < lim {
-			cutPanic("read")
+			hookCut("read")
 			n := ct.read(p, r.off, lim)
 			r.off += n
 			ct.sent = max(ct.sent, r.off)

@@ -31,11 +31,12 @@ import (
 // With h2 the upstream speaks HTTP/2 over TLS, as the providers do.
 //
 // panicAt, when not "", makes the cut-through code panic there on every
-// request (see cutPanicAt).
+// request (see panicAtStep).
 func cutRun(t *testing.T, cl client, first, last int, store, h2 bool, wait time.Duration, panicAt string) (bodies [][]byte, early, broken, events int) {
 	t.Helper()
-	cutPanicAt = panicAt
-	defer func() { cutPanicAt = "" }()
+	if panicAt != "" {
+		defer panicAtStep(panicAt)()
+	}
 	started := make(chan struct{}, 16)
 	var brokenN atomic.Int64
 	up := newUpstream(t, "up", nil)
@@ -432,12 +433,11 @@ func TestUploadBeforeIdleWork(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var mu sync.Mutex
 	var events []string
-	testEvent = func(e string) {
+	defer watchEvents(func(e string) {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
-	}
-	defer func() { testEvent = nil }()
+	})()
 	cl := clients[0]
 	up := newUpstream(t, "up", nil)
 	folder := testFolder(t, 40_000, nil)

@@ -699,9 +699,7 @@ func (c *conversation) edits(ps []engine.Placement) []codec.Edit {
 // runtime's 10 ms poll).
 func (f *Folder) prepare(c *conversation) {
 	defer f.bg.Done()
-	if testEvent != nil {
-		testEvent("idle")
-	}
+	hookEvent("idle")
 	start := time.Now()
 	for {
 		c.mu.Lock()

@@ -547,8 +547,15 @@ func (p *ttfbPath) reset() {
 }
 
 // send sends c's body at turn n along p and reads the response whole. It
-// returns the TTFB and when the first byte arrived.
+// returns the TTFB and when the request was sent.
 func (p *ttfbPath) send(b testing.TB, c *ttfbConversation, body []byte) (time.Duration, time.Time) {
+	ttfb, _, t0 := p.sendTimed(b, c, body, nil)
+	return ttfb, t0
+}
+
+// sendTimed is send that also returns the time from the send to the
+// response's end (its last byte read), with the extra headers set.
+func (p *ttfbPath) sendTimed(b testing.TB, c *ttfbConversation, body []byte, extra http.Header) (ttfb, total time.Duration, t0 time.Time) {
 	req, err := http.NewRequest("POST", p.base+c.f.path, bytes.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
@@ -558,7 +565,10 @@ func (p *ttfbPath) send(b testing.TB, c *ttfbConversation, body []byte) (time.Du
 	req.Header.Set("Authorization", "Bearer sk-fake-key-for-local-tests")
 	req.Header.Set(ttfbRoute, p.name)
 	c.f.header(req.Header, c.session)
-	t0 := time.Now()
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	t0 = time.Now()
 	res, err := p.client.Do(req)
 	if err != nil {
 		b.Fatalf("%s %s: %v", p.name, c.f.name, err)
@@ -579,8 +589,9 @@ func (p *ttfbPath) send(b testing.TB, c *ttfbConversation, body []byte) (time.Du
 	if _, err := io.Copy(io.Discard, res.Body); err != nil {
 		b.Fatalf("%s %s: reading the stream: %v", p.name, c.f.name, err)
 	}
+	end := time.Now()
 	res.Body.Close()
-	return first.Sub(t0), t0
+	return first.Sub(t0), end.Sub(t0), t0
 }
 
 // ttfbProxyStamps are an in-process proxy's times for its last request.

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -63,18 +62,6 @@ func proxyGC(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// oneProc runs the proxy's Go code on one P (one core at a time), unless
-// the GOMAXPROCS environment variable says otherwise. While a body
-// arrives, each piece readies the goroutine that sends it upstream; with
-// a second P idle, each such handoff also woke a thread to run it there,
-// on the cores the client and the upstream need. On the 2-core VM one P
-// took 0.1-0.3 ms off the first byte at 5 MB (BENCHMARKS.md).
-func oneProc() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
-}
-
 // Defaults of the proxy command's flags.
 const (
 	defaultListen    = "127.0.0.1:8719"
@@ -83,7 +70,6 @@ const (
 )
 
 func proxyCmd(args []string, stdout, stderr io.Writer) int {
-	oneProc()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return runProxy(ctx, args, stdout, stderr)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -202,19 +201,4 @@ func TestMCPCommand(t *testing.T) {
 	}
 }
 
-// TestOneProc: the proxy runs on one P unless GOMAXPROCS says otherwise.
-func TestOneProc(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	runtime.GOMAXPROCS(2)
-	t.Setenv("GOMAXPROCS", "")
-	oneProc()
-	if n := runtime.GOMAXPROCS(0); n != 1 {
-		t.Errorf("GOMAXPROCS %d, want 1", n)
-	}
-	runtime.GOMAXPROCS(2)
-	t.Setenv("GOMAXPROCS", "2")
-	oneProc()
-	if n := runtime.GOMAXPROCS(0); n != 2 {
-		t.Errorf("with GOMAXPROCS=2 in the environment: %d, want 2", n)
-	}
-}
+

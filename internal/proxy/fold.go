@@ -691,16 +691,12 @@ func (c *conversation) edits(ps []engine.Placement) []codec.Edit {
 }
 
 // prepare computes, between requests, the digests the next requests will
-// need (Engine.Prepare), a few at a time, yielding to any request that
-// waits for the conversation. On one P (contextfold proxy) it yields to
-// the other goroutines after each few, and sleeps after each millisecond
-// of work: a goroutine that only yields keeps the scheduler from polling
-// the network, so an answer that arrived would wait for it (up to the
-// runtime's 10 ms poll).
+// need (Engine.Prepare), a few at a time, giving the conversation up to
+// any request that waits for it and the processor to any other goroutine
+// after each few.
 func (f *Folder) prepare(c *conversation) {
 	defer f.bg.Done()
 	hookEvent("idle")
-	start := time.Now()
 	for {
 		c.mu.Lock()
 		if c.closed || c.waiting.Load() > 0 || !c.eng.Prepare(4) {
@@ -709,17 +705,9 @@ func (f *Folder) prepare(c *conversation) {
 			return
 		}
 		c.mu.Unlock()
-		if time.Since(start) < prepareSlice {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(prepareSlice)
-		start = time.Now()
+		runtime.Gosched()
 	}
 }
-
-// prepareSlice is how long the idle work runs before it sleeps as long.
-const prepareSlice = time.Millisecond
 
 // foldable reports whether the proxy may rewrite r's body: a JSON POST to
 // a route it knows, not content-encoded.

@@ -328,8 +328,47 @@ type ttfbUpstream struct {
 	// uplink, when not 0, bounds the rate at which the upstream reads a
 	// request body, in bytes per second (ttfbUplinkEnv).
 	uplink float64
-	mu     sync.Mutex
-	seen   map[string]*ttfbSeen
+	ttfbRoutes
+}
+
+// ttfbRoutes keeps each route's last request, for one request at a time
+// per route.
+type ttfbRoutes struct {
+	mu   sync.Mutex
+	seen map[string]*ttfbSeen
+}
+
+// begin returns route's record and a buffer over its last body's memory.
+func (u *ttfbRoutes) begin(route string) (*ttfbSeen, *bytes.Buffer) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.seen == nil {
+		u.seen = map[string]*ttfbSeen{}
+	}
+	s := u.seen[route]
+	if s == nil {
+		s = &ttfbSeen{}
+		u.seen[route] = s
+	}
+	return s, bytes.NewBuffer(s.body[:0])
+}
+
+// end records a request begin started.
+func (u *ttfbRoutes) end(s *ttfbSeen, body []byte, start, read, flushed time.Time) {
+	u.mu.Lock()
+	s.body, s.start, s.read, s.flushed = body, start, read, flushed
+	s.count++
+	u.mu.Unlock()
+}
+
+// last returns route's last request record.
+func (u *ttfbRoutes) last(route string) ttfbSeen {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if s := u.seen[route]; s != nil {
+		return *s
+	}
+	return ttfbSeen{}
 }
 
 // ttfbUplinkEnv names the variable that makes the upstream read request
@@ -362,23 +401,11 @@ func (u *ttfbUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u.uplink > 0 {
 		r.Body = &throttled{ReadCloser: r.Body, rate: u.uplink, start: start}
 	}
-	route := r.Header.Get(ttfbRoute)
-	u.mu.Lock()
-	s := u.seen[route]
-	if s == nil {
-		s = &ttfbSeen{}
-		u.seen[route] = s
-	}
-	u.mu.Unlock()
+	s, body := u.begin(r.Header.Get(ttfbRoute))
 	var events []string
-	for _, f := range ttfbFormats {
-		if r.URL.Path == strings.Split(f.path, "?")[0] {
-			events = f.events
-		}
+	if f := formatOf(r); f != nil {
+		events = f.events
 	}
-	u.mu.Lock()
-	body := bytes.NewBuffer(s.body[:0]) // the last body's memory
-	u.mu.Unlock()
 	_, err := body.ReadFrom(r.Body)
 	read := time.Now()
 	if err != nil || events == nil {
@@ -395,24 +422,11 @@ func (u *ttfbUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, e)
 		w.(http.Flusher).Flush()
 	}
-	u.mu.Lock()
-	s.body, s.start, s.read, s.flushed = body.Bytes(), start, read, flushed
-	s.count++
-	u.mu.Unlock()
-}
-
-// last returns route's last request record.
-func (u *ttfbUpstream) last(route string) ttfbSeen {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if s := u.seen[route]; s != nil {
-		return *s
-	}
-	return ttfbSeen{}
+	u.end(s, body.Bytes(), start, read, flushed)
 }
 
 func startTTFBUpstream(b testing.TB) (*ttfbUpstream, string) {
-	u := &ttfbUpstream{seen: map[string]*ttfbSeen{}}
+	u := &ttfbUpstream{}
 	if v := os.Getenv(ttfbUplinkEnv); v != "" {
 		mbps, err := strconv.ParseFloat(v, 64)
 		if err != nil || mbps <= 0 {

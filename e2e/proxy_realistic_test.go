@@ -142,10 +142,9 @@ type realUpstream struct {
 	uplink      float64 // bytes per second; 0: as fast as they come
 	think, gap  time.Duration
 	tokens      int
-	mu          sync.Mutex
-	seen        map[string]*ttfbSeen
 	head, tail  map[string][]string
 	tokenEvents map[string]string
+	ttfbRoutes
 }
 
 func startRealUpstream(b testing.TB) (*realUpstream, string) {
@@ -154,7 +153,7 @@ func startRealUpstream(b testing.TB) (*realUpstream, string) {
 		think:  time.Duration(envNumber(b, realThinkEnv, 300) * float64(time.Millisecond)),
 		tokens: int(envNumber(b, realTokensEnv, 30)),
 		gap:    time.Duration(envNumber(b, realTokenMSEnv, 16) * float64(time.Millisecond)),
-		seen:   map[string]*ttfbSeen{}, head: map[string][]string{}, tail: map[string][]string{}, tokenEvents: map[string]string{},
+		head:   map[string][]string{}, tail: map[string][]string{}, tokenEvents: map[string]string{},
 	}
 	for _, f := range ttfbFormats {
 		u.head[f.name], u.tokenEvents[f.name], u.tail[f.name] = realEvents(f)
@@ -170,15 +169,7 @@ func (u *realUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u.uplink > 0 && !warm {
 		r.Body = &throttled{ReadCloser: r.Body, rate: u.uplink, start: start}
 	}
-	route := r.Header.Get(ttfbRoute)
-	u.mu.Lock()
-	s := u.seen[route]
-	if s == nil {
-		s = &ttfbSeen{}
-		u.seen[route] = s
-	}
-	body := bytes.NewBuffer(s.body[:0]) // the last body's memory
-	u.mu.Unlock()
+	s, body := u.begin(r.Header.Get(ttfbRoute))
 	f := formatOf(r)
 	_, err := body.ReadFrom(r.Body)
 	read := time.Now()
@@ -209,19 +200,7 @@ func (u *realUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, e)
 	}
 	fl.Flush()
-	u.mu.Lock()
-	s.body, s.start, s.read, s.flushed = body.Bytes(), start, read, flushed
-	s.count++
-	u.mu.Unlock()
-}
-
-func (u *realUpstream) last(route string) ttfbSeen {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if s := u.seen[route]; s != nil {
-		return *s
-	}
-	return ttfbSeen{}
+	u.end(s, body.Bytes(), start, read, flushed)
 }
 
 // realRun is one sub-benchmark's state across the framework's calls: the

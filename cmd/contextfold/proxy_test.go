@@ -200,5 +200,3 @@ func TestMCPCommand(t *testing.T) {
 		t.Fatalf("stdout:\n%s", out.String())
 	}
 }
-
-

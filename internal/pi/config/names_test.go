@@ -73,3 +73,35 @@ func TestKnownEnvCoversSource(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumented: docs/CONFIGURATION.md has a row for every knob, with its
+// variable, its file key and its default, and one for every other
+// variable the adapter or the engine reads (the tests' own are not for users).
+func TestDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "CONFIGURATION.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // variable → its row
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := regexp.MustCompile("^\\| `(CONTEXTFOLD[A-Z0-9_]*)` \\|").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for _, k := range Knobs {
+		row, ok := rows[k.Env]
+		if !ok {
+			t.Errorf("docs/CONFIGURATION.md has no row for %s", k.Env)
+			continue
+		}
+		if want := "| `" + k.Env + "` | `" + k.Key + "` | " + k.Default + " |"; !strings.HasPrefix(row, want) {
+			t.Errorf("docs/CONFIGURATION.md: the row of %s does not start %q:\n%s", k.Env, want, row)
+		}
+	}
+	for _, e := range OtherEnv {
+		user := strings.HasPrefix(e.What, "adapter:") || strings.HasPrefix(e.What, "engine:")
+		if _, ok := rows[e.Name]; user && !ok {
+			t.Errorf("docs/CONFIGURATION.md has no row for %s (%s)", e.Name, e.What)
+		}
+	}
+}

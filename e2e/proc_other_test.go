@@ -26,3 +26,6 @@ func killPid(pid int) error {
 	}
 	return p.Kill()
 }
+
+// interruptGroup interrupts the started process itself.
+func interruptGroup(cmd *exec.Cmd) error { return cmd.Process.Signal(os.Interrupt) }

@@ -28,3 +28,7 @@ func killGroup(cmd *exec.Cmd) error {
 
 // killPid kills one process.
 func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// interruptGroup sends SIGINT, a terminal's Ctrl-C, to the process group
+// led by the started cmd.
+func interruptGroup(cmd *exec.Cmd) error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -213,7 +212,7 @@ func runServeBlock(t *testing.T, b readmeBlock, dir string, env []string) {
 	}
 	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSpace(b.text))
 	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(cmd)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -221,7 +220,7 @@ func runServeBlock(t *testing.T, b readmeBlock, dir string, env []string) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); pw.Close() }()
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	defer killGroup(cmd)
 	var mu sync.Mutex
 	var out bytes.Buffer
 	addr := make(chan string, 1)
@@ -263,7 +262,7 @@ func runServeBlock(t *testing.T, b readmeBlock, dir string, env []string) {
 	}
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	interruptGroup(cmd)
 	select {
 	case <-exited:
 	case <-time.After(30 * time.Second):

@@ -77,7 +77,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	anth := bench.Prices{Name: "anthropic", Input: 1, CacheWrite: *write, CacheRead: *read, Output: *output}
 	oai := bench.Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: *read, Output: *output}
-	opt := bench.Options{Windows: ws, SystemTokens: *system, TTLms: ttl.Milliseconds(), Prices: []bench.Prices{anth, oai}, Trace: *trace, Samples: *samples}
+	anthBP := anth
+	anthBP.Name, anthBP.Breakpoints = bench.AnthropicBreakpoints.Name, true
+	opt := bench.Options{Windows: ws, SystemTokens: *system, TTLms: ttl.Milliseconds(), Prices: []bench.Prices{anth, oai, anthBP}, Trace: *trace, Samples: *samples}
 	if *tracePolicies != "" {
 		opt.TracePolicies = strings.Split(*tracePolicies, ",")
 	}

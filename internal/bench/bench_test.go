@@ -340,3 +340,83 @@ func TestDigestsStateOnlyWhatIsSo(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakpointCacheModel: Anthropic's rules as PriceBreakpoints applies
+// them, against the prefix model on the same requests.
+func TestBreakpointCacheModel(t *testing.T) {
+	seg := func(k uint64, n int) Seg { return Seg{Key: k, Tokens: n} }
+	sys := seg(1, 2000)
+	// grow returns requests of a conversation of n messages of 100 tokens,
+	// one more message a request, behind sys.
+	grow := func(n int) []Request {
+		var reqs []Request
+		segs := []Seg{sys}
+		for k := 0; k < n; k++ {
+			segs = append(segs, seg(uint64(100+k), 100))
+			reqs = append(reqs, Request{Segs: append([]Seg(nil), segs...)})
+		}
+		return reqs
+	}
+	// fold returns reqs with one more request, the last one's copy with
+	// message at replaced by a smaller one.
+	fold := func(reqs []Request, at int) []Request {
+		last := append([]Seg(nil), reqs[len(reqs)-1].Segs...)
+		last[at] = seg(9999, 10)
+		return append(append([]Request(nil), reqs...), Request{Segs: last})
+	}
+	for _, tc := range []struct {
+		name               string
+		reqs               []Request
+		bp                 Breakpoints
+		ttl                int64
+		read, write, fresh int // of the last request
+		prefixRead         int // the prefix model's read of it
+	}{
+		{"appending reads the whole predecessor", grow(30), PiBreakpoints, 0, 2000 + 29*100, 100, 0, 2000 + 29*100},
+		{"a fold more than 20 segments back reads only the system prompt", fold(grow(40), 5), PiBreakpoints, 0, 2000, 4*100 + 10 + 35*100, 0, 2000 + 4*100},
+		{"a fold within the lookback reads up to an earlier request's end", fold(grow(40), 35), PiBreakpoints, 0, 2000 + 34*100, 10 + 5*100, 0, 2000 + 34*100},
+		{"under the minimum nothing is written", []Request{{Segs: []Seg{seg(1, 500)}}, {Segs: []Seg{seg(1, 500), seg(2, 100)}}}, PiBreakpoints, 0, 0, 600, 0, 500},
+		{"after the last breakpoint input is fresh", grow(3), Breakpoints{At: func(int) []int { return []int{0} }, Lookback: 20, MinTokens: 1024}, 0, 2000, 0, 300, 2000 + 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := PriceBreakpoints(tc.reqs, 0, tc.ttl, tc.bp)
+			all := PriceBreakpoints(tc.reqs[:len(tc.reqs)-1], 0, tc.ttl, tc.bp)
+			read, write, fresh := u.CacheRead-all.CacheRead, u.CacheWrite-all.CacheWrite, u.Fresh-all.Fresh
+			if read != tc.read || write != tc.write || fresh != tc.fresh {
+				t.Fatalf("last request: read %d write %d fresh %d, want %d %d %d", read, write, fresh, tc.read, tc.write, tc.fresh)
+			}
+			p, pall := Price(tc.reqs, 0, 0), Price(tc.reqs[:len(tc.reqs)-1], 0, 0)
+			if got := p.CacheRead - pall.CacheRead; got != tc.prefixRead {
+				t.Fatalf("the prefix model reads %d of the last request, want %d", got, tc.prefixRead)
+			}
+			if u.Input != p.Input || u.CacheRead+u.CacheWrite+u.Fresh != u.Input {
+				t.Fatalf("input %d (prefix %d) ≠ read %d + write %d + fresh %d", u.Input, p.Input, u.CacheRead, u.CacheWrite, u.Fresh)
+			}
+		})
+	}
+	// The TTL: each request reads its predecessor's end (0, then 2,100 and
+	// 2,200 tokens) while the gap is within it, and nothing after a longer one.
+	reqs := grow(3)
+	reqs[0].Time, reqs[1].Time, reqs[2].Time = 1, 200_000, 400_000
+	if u := PriceBreakpoints(reqs, 0, 300_000, PiBreakpoints); u.CacheRead != 2100+2200 {
+		t.Fatalf("within the TTL: read %d, want %d", u.CacheRead, 2100+2200)
+	}
+	reqs[2].Time = 600_000
+	if u := PriceBreakpoints(reqs, 0, 300_000, PiBreakpoints); u.CacheRead != 2100 {
+		t.Fatalf("past the TTL: read %d, want 2100", u.CacheRead)
+	}
+	// Requests 100 s apart keep every entry alive under a 300 s TTL: the
+	// fold is the one break.
+	reqs = fold(grow(40), 5)
+	for k := range reqs {
+		reqs[k].Time = int64(k+1) * 100_000
+	}
+	if u := PriceBreakpoints(reqs, 0, 300_000, PiBreakpoints); u.Breaks != 1 {
+		t.Fatalf("%d cache breaks, want 1 (the fold)", u.Breaks)
+	}
+	// Priced: the fresh input at the input price.
+	u := Usage{CacheRead: 10, CacheWrite: 20, Fresh: 30, Output: 1}
+	if got := u.Cost(AnthropicBreakpoints); !near(got, 1+25+30+5) {
+		t.Fatalf("cost %v", got)
+	}
+}

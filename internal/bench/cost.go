@@ -18,6 +18,9 @@ type Prices struct {
 	CacheWrite float64 `json:"cacheWrite"` // input not served from cache
 	CacheRead  float64 `json:"cacheRead"`
 	Output     float64 `json:"output"`
+	// Breakpoints prices requests by Anthropic's cache rules (see
+	// PriceBreakpoints) instead of the prefix model (Price).
+	Breakpoints bool `json:"breakpoints,omitempty"`
 }
 
 // The two price models the report uses.
@@ -26,6 +29,9 @@ var (
 	Anthropic = Prices{Name: "anthropic", Input: 1, CacheWrite: 1.25, CacheRead: 0.1, Output: 5}
 	// OpenAI-style: no write premium, cached input at a tenth.
 	OpenAI = Prices{Name: "openai", Input: 1, CacheWrite: 1, CacheRead: 0.1, Output: 5}
+	// AnthropicBreakpoints is Anthropic's prices under its cache's own
+	// rules, with the breakpoints where Pi puts them (PiBreakpoints).
+	AnthropicBreakpoints = Prices{Name: "anthropic-breakpoints", Input: 1, CacheWrite: 1.25, CacheRead: 0.1, Output: 5, Breakpoints: true}
 )
 
 // Seg is one cacheable unit of a request: the system prompt and tools, or
@@ -60,10 +66,13 @@ func (r *Request) Total() int {
 
 // Usage is what the cost model derives for one sequence of requests.
 type Usage struct {
-	Requests   int   `json:"requests"`
-	Input      int   `json:"inputTokens"`
-	CacheRead  int   `json:"cacheRead"`
-	CacheWrite int   `json:"cacheWrite"`
+	Requests   int `json:"requests"`
+	Input      int `json:"inputTokens"`
+	CacheRead  int `json:"cacheRead"`
+	CacheWrite int `json:"cacheWrite"`
+	// Fresh is input neither read from nor written to the cache: what
+	// follows a request's last breakpoint (PriceBreakpoints only).
+	Fresh      int   `json:"freshInput,omitempty"`
 	Output     int   `json:"outputTokens"`
 	SideInput  int   `json:"sideInput"`
 	SideOutput int   `json:"sideOutput"`
@@ -76,7 +85,7 @@ type Usage struct {
 
 // Cost returns the priced total under p.
 func (u *Usage) Cost(p Prices) float64 {
-	return float64(u.CacheRead)*p.CacheRead + float64(u.CacheWrite)*p.CacheWrite + float64(u.Output)*p.Output +
+	return float64(u.CacheRead)*p.CacheRead + float64(u.CacheWrite)*p.CacheWrite + float64(u.Fresh)*p.Input + float64(u.Output)*p.Output +
 		float64(u.SideInput)*p.Input + float64(u.SideOutput)*p.Output
 }
 
@@ -94,6 +103,7 @@ func (u *Usage) Add(o *Usage) {
 	u.Input += o.Input
 	u.CacheRead += o.CacheRead
 	u.CacheWrite += o.CacheWrite
+	u.Fresh += o.Fresh
 	u.Output += o.Output
 	u.SideInput += o.SideInput
 	u.SideOutput += o.SideOutput
@@ -147,6 +157,118 @@ func Price(reqs []Request, window int, ttlMs int64) Usage {
 		}
 		u.PerRequest = append(u.PerRequest, total)
 		prev, prevTime = r.Segs, r.Time
+	}
+	return u
+}
+
+// Breakpoints is Anthropic's prompt cache as a host drives it. A request
+// marks breakpoints (at most four); the provider writes the prefix ending
+// at each one that is at least MinTokens long, and serves the request from
+// the longest prefix an earlier request wrote that ends at one of its
+// breakpoints or at most Lookback segments before one. Input up to the
+// last breakpoint that is not read is written (at the cache-write price);
+// input after it is neither (fresh, at the input price). A written prefix
+// lives TTL past its last use. A segment stands for one content block:
+// the bench's segments are whole messages, which Anthropic counts as one
+// block or more, so the lookback reaches back at least as far here as it
+// does for real (the model errs toward cheaper folds).
+type Breakpoints struct {
+	// At returns the breakpoints of a request of n segments: segment
+	// indexes, each the last segment of a prefix the provider caches.
+	At        func(n int) []int
+	Lookback  int
+	MinTokens int
+}
+
+// PiBreakpoints is where Pi 1.6's Anthropic provider puts its breakpoints:
+// the tool list and the system prompt (the bench's first segment) and the
+// last message; lookback and minimum as Anthropic documents them.
+var PiBreakpoints = Breakpoints{
+	At:        func(n int) []int { return []int{0, n - 1} },
+	Lookback:  20,
+	MinTokens: 1024,
+}
+
+// PriceBreakpoints runs bp's cache over reqs, like Price (ttlMs 0: entries
+// never expire; requests without times never expire them). A cache break
+// is a request that reads less than the whole of its predecessor while
+// extending it, or that does not extend it.
+func PriceBreakpoints(reqs []Request, window int, ttlMs int64, bp Breakpoints) Usage {
+	var u Usage
+	cache := map[uint64]int64{} // written prefix → when last used
+	var prev []Seg
+	for i := range reqs {
+		r := &reqs[i]
+		n := len(r.Segs)
+		hash := make([]uint64, n) // of the prefix ending at each segment
+		upto := make([]int, n)    // tokens of that prefix
+		h, t := uint64(14695981039346656037), 0
+		for k, s := range r.Segs {
+			h = (h ^ s.Key) * 1099511628211
+			h = (h ^ uint64(s.Tokens)) * 1099511628211
+			t += s.Tokens
+			hash[k], upto[k] = h, t
+		}
+		live := func(k int) bool {
+			at, ok := cache[hash[k]]
+			return ok && (ttlMs <= 0 || r.Time <= 0 || at <= 0 || r.Time-at <= ttlMs)
+		}
+		marks := bp.At(n)
+		read, readAt, last := 0, -1, -1
+		for _, b := range marks {
+			if b < 0 || b >= n {
+				continue
+			}
+			last = max(last, b)
+			for k := b; k >= 0 && k >= b-bp.Lookback; k-- {
+				if live(k) {
+					if upto[k] > read {
+						read, readAt = upto[k], k
+					}
+					break
+				}
+			}
+		}
+		total := r.Total()
+		cached := 0 // input up to the last breakpoint
+		if last >= 0 {
+			cached = upto[last]
+		}
+		if readAt >= 0 {
+			cache[hash[readAt]] = r.Time
+		}
+		for _, b := range marks {
+			if b >= 0 && b < n && upto[b] >= bp.MinTokens {
+				cache[hash[b]] = r.Time
+			}
+		}
+		extends := len(r.Segs) >= len(prev)
+		for k := 0; extends && k < len(prev); k++ {
+			extends = prev[k] == r.Segs[k]
+		}
+		prevTotal := 0
+		for _, s := range prev {
+			prevTotal += s.Tokens
+		}
+		if i > 0 && (!extends || read < prevTotal) {
+			u.Breaks++
+		}
+		u.Requests++
+		u.Input += total
+		u.CacheRead += read
+		u.CacheWrite += max(0, cached-read)
+		u.Fresh += total - max(cached, read)
+		u.Output += r.Output
+		for _, s := range r.Side {
+			u.SideInput += s.Input
+			u.SideOutput += s.Output
+		}
+		u.Peak = max(u.Peak, total)
+		if window > 0 && total > window {
+			u.OverWindow++
+		}
+		u.PerRequest = append(u.PerRequest, total)
+		prev = r.Segs
 	}
 	return u
 }

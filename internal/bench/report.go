@@ -21,12 +21,21 @@ func tk(n float64) string {
 
 func pct(x float64) string { return fmt.Sprintf("%.0f %%", 100*x) }
 
+// relative is r's cost relative to raw under the prices named name, or —
+// when the report was not priced by them.
+func relative(r *Result, name string) string {
+	if x, ok := r.Relative[name]; ok {
+		return fmt.Sprintf("%.3f", x)
+	}
+	return "—"
+}
+
 // Markdown writes the report's tables.
 func (rep *Report) Markdown(w io.Writer) {
 	for _, win := range rep.Windows {
 		fmt.Fprintf(w, "### Window %dk — %d sessions, %d requests\n\n", win.Window/1000, rep.Traces, rep.Requests)
-		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible whole | of folded blocks whole (shown or counted) | feasible |\n")
-		fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprint(w, "| policy | cost (Anthropic) | cost (Anthropic, breakpoints) | cost (OpenAI) | input tokens | peak request | mean request | cache breaks | fold events / clearings | compactions | error lines of hidden blocks visible whole | of folded blocks whole (shown or counted) | feasible |\n")
+		fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range win.Overall {
 			vis := "—"
 			if r.Hidden > 0 {
@@ -40,8 +49,8 @@ func (rep *Report) Markdown(w io.Writer) {
 			if !r.Feasible {
 				feas = fmt.Sprintf("**no**: %d requests over the window", r.Usage.OverWindow)
 			}
-			fmt.Fprintf(w, "| %s | %.3f | %.3f | %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", r.Policy,
-				r.Relative[Anthropic.Name], r.Relative[OpenAI.Name], tk(float64(r.Usage.Input)),
+			fmt.Fprintf(w, "| %s | %.3f | %s | %.3f | %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", r.Policy,
+				r.Relative[Anthropic.Name], relative(r, AnthropicBreakpoints.Name), r.Relative[OpenAI.Name], tk(float64(r.Usage.Input)),
 				tk(float64(r.Usage.Peak)), tk(r.Usage.Mean()), r.Usage.Breaks, r.Events, r.Compactions, vis, fold, feas)
 		}
 		for _, r := range win.Overall {

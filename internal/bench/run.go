@@ -52,8 +52,11 @@ func DefaultPolicies() []Policy {
 
 // Result is one policy's outcome over a set of traces at one window.
 type Result struct {
-	Policy     string             `json:"policy"`
-	Usage      Usage              `json:"usage"`
+	Policy string `json:"policy"`
+	Usage  Usage  `json:"usage"`
+	// Breakpoint is Usage under Anthropic's cache rules (PriceBreakpoints),
+	// what the prices with Breakpoints set are applied to.
+	Breakpoint Usage              `json:"usageBreakpoints"`
 	Cost       map[string]float64 `json:"cost"`     // absolute, per price model
 	Relative   map[string]float64 `json:"relative"` // to raw = 1.00
 	ErrVisible int                `json:"errorLinesVisible"`
@@ -150,7 +153,7 @@ type Report struct {
 // only when a trace file cannot be written.
 func Run(traces []*Trace, opt Options) (*Report, error) {
 	if len(opt.Prices) == 0 {
-		opt.Prices = []Prices{Anthropic, OpenAI}
+		opt.Prices = []Prices{Anthropic, OpenAI, AnthropicBreakpoints}
 	}
 	if len(opt.Policies) == 0 {
 		opt.Policies = DefaultPolicies()
@@ -199,9 +202,10 @@ func Run(traces []*Trace, opt Options) (*Report, error) {
 					}
 				}
 				u := Price(rp.Requests, w, opt.TTLms)
+				ub := PriceBreakpoints(rp.Requests, w, opt.TTLms, PiBreakpoints)
 				h := &meter.out
 				for _, r := range []*Result{overall[k], fam[k], per[k], win.Halves[halfOf[t]][k]} {
-					r.add(&u, &rp)
+					r.add(&u, &ub, &rp)
 					r.addRefs(t, h, rp.Requests, opt.Prices)
 				}
 				allSteps = append(allSteps, rp.StepTimes...)
@@ -303,8 +307,9 @@ func newResults(ps []Policy) []*Result {
 	return out
 }
 
-func (r *Result) add(u *Usage, rp *Replay) {
+func (r *Result) add(u, ub *Usage, rp *Replay) {
 	r.Usage.Add(u)
+	r.Breakpoint.Add(ub)
 	r.ErrVisible += rp.ErrVisible
 	r.FoldErrTotal += rp.FoldErrTotal
 	r.FoldErrVisible += rp.FoldErrVisible
@@ -325,7 +330,11 @@ func finish(rs []*Result, prices []Prices, window int) {
 		r.Cost = map[string]float64{}
 		r.Relative = map[string]float64{}
 		for _, p := range prices {
-			r.Cost[p.Name] = r.Usage.Cost(p)
+			if p.Breakpoints {
+				r.Cost[p.Name] = r.Breakpoint.Cost(p)
+			} else {
+				r.Cost[p.Name] = r.Usage.Cost(p)
+			}
 		}
 		r.Feasible = r.Usage.OverWindow == 0
 		if len(r.steps) > 0 {

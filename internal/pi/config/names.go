@@ -41,6 +41,12 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_E2E_CLAUDE_DROP_BLOCK", "e2e: also run Claude Code with drop_block (it looks up api.anthropic.com)"},
 	{"CONTEXTFOLD_TTFB_SAMPLES", "benchmarks: write every time-to-first-byte sample to this directory"},
 	{"CONTEXTFOLD_TTFB_UPLINK_MBPS", "benchmarks: the upstream reads request bodies no faster than this"},
+	{"CONTEXTFOLD_REAL_UPLINK_MBPS", "benchmarks: the provider-like upstream's uplink, in MB/s"},
+	{"CONTEXTFOLD_REAL_THINK_MS", "benchmarks: the provider-like upstream's time to its first event"},
+	{"CONTEXTFOLD_REAL_TOKENS", "benchmarks: the provider-like upstream's token events"},
+	{"CONTEXTFOLD_REAL_TOKEN_MS", "benchmarks: the gap between the provider-like upstream's token events"},
+	{"CONTEXTFOLD_LOAD_CONVS", "benchmarks: the load test's concurrent conversations"},
+	{"CONTEXTFOLD_LOAD_LINES", "benchmarks: the lines of the load test's tool outputs"},
 }
 
 // KnownEnv returns every CONTEXTFOLD_* name context-fold reads, knobs

@@ -5,13 +5,14 @@
 package layering_test
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 )
 
-const module = "github.com/contextfold/contextfold/"
+const module = "github.com/contextfold/contextfold"
 
 // pkg is one package of the module as `go list` reports it, without its
 // tests: its direct imports and its transitive dependencies.
@@ -23,7 +24,10 @@ type pkg struct {
 // role is the top folder under internal/ that path sits in, "cmd" for the
 // binary, "e2e" for the end-to-end tests, or "" when it is none of them.
 func role(path string) string {
-	rel, ok := strings.CutPrefix(path, module)
+	if path == module {
+		return ""
+	}
+	rel, ok := strings.CutPrefix(path, module+"/")
 	if !ok {
 		return "std"
 	}
@@ -83,8 +87,11 @@ func violations(graph map[string]pkg) []string {
 			continue
 		}
 		for _, d := range p.deps {
-			if slices.Contains(forbidden[r], role(d)) {
-				out = append(out, path+" ("+r+") depends on "+d+" ("+role(d)+")")
+			switch rd := role(d); {
+			case rd == "":
+				out = append(out, path+" ("+r+") depends on "+d+", which is in no role's folder")
+			case slices.Contains(forbidden[r], rd):
+				out = append(out, path+" ("+r+") depends on "+d+" ("+rd+")")
 			}
 		}
 		if r == "core" {
@@ -98,24 +105,39 @@ func violations(graph map[string]pkg) []string {
 	return out
 }
 
-// moduleGraph is the module's packages as `go list -deps` reports them.
+// moduleGraph is the module's packages as `go list -deps` reports them,
+// on every OS the binary is built for (a file for one OS may import what
+// another's may not).
 func moduleGraph(t *testing.T) map[string]pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", module+"...")
-	cmd.Dir = ".."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	graph := map[string]pkg{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Split(line, "\t")
-		if len(f) != 3 || !strings.HasPrefix(f[0], module) || f[0] == module+"internal" { // this test's own package
-			continue
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", module+"/...")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOOS="+goos)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("GOOS=%s go list: %v", goos, err)
 		}
-		graph[f[0]] = pkg{imports: strings.Fields(f[1]), deps: strings.Fields(f[2])}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Split(line, "\t")
+			if len(f) != 3 || role(f[0]) == "std" || f[0] == module+"/internal" { // the last: this test's own package
+				continue
+			}
+			p := graph[f[0]]
+			p.imports = union(p.imports, strings.Fields(f[1]))
+			p.deps = union(p.deps, strings.Fields(f[2]))
+			graph[f[0]] = p
+		}
 	}
 	return graph
+}
+
+// union is a and b without repeats, sorted.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func TestLayering(t *testing.T) {
@@ -142,16 +164,16 @@ func TestLayering(t *testing.T) {
 // TestLayeringCatches checks that the rule fails on the graphs it must
 // refuse, so TestLayering passing means something.
 func TestLayeringCatches(t *testing.T) {
-	const in = module + "internal/"
+	const in = module + "/internal/"
 	ok := map[string]pkg{
-		in + "core/engine":         {imports: []string{"fmt", in + "core/block"}, deps: []string{"fmt", "os", in + "core/block"}},
-		in + "core/block":          {imports: []string{"strings"}},
-		in + "store/jsonl":         {imports: []string{"os", in + "core/rawjson"}, deps: []string{in + "core/rawjson"}},
-		in + "pi/service":          {imports: []string{"os", in + "core/engine", in + "store/jsonl"}, deps: []string{in + "core/engine", in + "store/jsonl"}},
-		in + "proxy":               {imports: []string{"net/http", in + "core/engine"}, deps: []string{in + "core/engine"}},
-		in + "bench/demo":          {deps: []string{in + "pi/ledger", in + "core/engine"}},
-		in + "testsupport/fakellm": {imports: []string{"net/http"}},
-		module + "cmd/contextfold": {deps: []string{in + "pi/service", in + "proxy"}},
+		in + "core/engine":          {imports: []string{"fmt", in + "core/block"}, deps: []string{"fmt", "os", in + "core/block"}},
+		in + "core/block":           {imports: []string{"strings"}},
+		in + "store/jsonl":          {imports: []string{"os", in + "core/rawjson"}, deps: []string{in + "core/rawjson"}},
+		in + "pi/service":           {imports: []string{"os", in + "core/engine", in + "store/jsonl"}, deps: []string{in + "core/engine", in + "store/jsonl"}},
+		in + "proxy":                {imports: []string{"net/http", in + "core/engine"}, deps: []string{in + "core/engine"}},
+		in + "bench/demo":           {deps: []string{in + "pi/ledger", in + "core/engine"}},
+		in + "testsupport/fakellm":  {imports: []string{"net/http"}},
+		module + "/cmd/contextfold": {deps: []string{in + "pi/service", in + "proxy"}},
 	}
 	if v := violations(ok); len(v) != 0 {
 		t.Fatalf("a sound graph is refused: %q", v)
@@ -171,8 +193,10 @@ func TestLayeringCatches(t *testing.T) {
 		{"Pi imports the proxy", in + "pi/service", pkg{deps: []string{in + "proxy/mcp"}}, "(pi) depends on " + in + "proxy/mcp (proxy)"},
 		{"the proxy imports Pi", in + "proxy", pkg{deps: []string{in + "pi/ledger"}}, "(proxy) depends on " + in + "pi/ledger (pi)"},
 		{"a host imports the bench", in + "proxy/mcp", pkg{deps: []string{in + "bench"}}, "(proxy) depends on " + in + "bench (bench)"},
-		{"the binary imports test support", module + "cmd/contextfold", pkg{deps: []string{in + "testsupport/fakellm"}}, "(cmd) depends on " + in + "testsupport/fakellm"},
+		{"the binary imports test support", module + "/cmd/contextfold", pkg{deps: []string{in + "testsupport/fakellm"}}, "(cmd) depends on " + in + "testsupport/fakellm"},
 		{"a package outside the roles", in + "util", pkg{}, "is in no role's folder"},
+		{"a package at the module's root", module, pkg{imports: []string{"os"}}, "is in no role's folder"},
+		{"core reaches the module's root", in + "core/risk", pkg{deps: []string{module}}, "(core) depends on " + module + ", which is in no role's folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := map[string]pkg{tc.path: tc.pkg}

@@ -459,12 +459,10 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	view := e.buildView(req)
 	var dec policy.Decision
 	var over []oversized // first-delivery results too large to send whole (oversize.go)
-	if !req.Paused {
+	if !req.Paused && e.cfg.Policy != nil {
 		e.prefetch()
 		over = e.oversize(&view)
-		if e.cfg.Policy != nil {
-			dec = e.cfg.Policy.Conduct(&view)
-		}
+		dec = e.cfg.Policy.Conduct(&view)
 	}
 	res.Status = dec.Status
 	if len(over) > 0 && res.Status.Note == "" {

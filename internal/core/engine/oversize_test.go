@@ -226,3 +226,20 @@ func TestPausedDoesNotBound(t *testing.T) {
 		t.Fatal("a paused request folded")
 	}
 }
+
+// TestNoPolicyNoFold: an engine its host gave no policy folds nothing, not
+// even a result too large to send whole; it only replays and reads back.
+func TestNoPolicyNoFold(t *testing.T) {
+	huge := bigOutput("c1", 40_000)
+	s := newSession().user("run the suite").call("", "c0").result("c0", "ok", false).
+		call("", "c1").result("c1", huge, false)
+	e := New(Config{})
+	j := &memJournal{}
+	if res := e.Step(Request{Append: s.msgs, Window: ovWindow}, j); res.Event != nil || len(j.events) != 0 || e.Frozen("r:c1") {
+		t.Fatalf("an engine without a policy folded: %+v", res.Event)
+	}
+	e.SetPolicy(shipped().Policy)
+	if res := e.Step(Request{Keep: len(s.msgs), Window: ovWindow}, j); res.Event == nil || res.Event.Trigger != policy.Oversize {
+		t.Fatalf("with the schedule handed over, want the oversize event: %+v", res.Event)
+	}
+}

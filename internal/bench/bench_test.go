@@ -375,7 +375,8 @@ func TestBreakpointCacheModel(t *testing.T) {
 		{"appending reads the whole predecessor", grow(30), PiBreakpoints, 0, 2000 + 29*100, 100, 0, 2000 + 29*100},
 		{"a fold more than 20 segments back reads only the system prompt", fold(grow(40), 5), PiBreakpoints, 0, 2000, 4*100 + 10 + 35*100, 0, 2000 + 4*100},
 		{"a fold within the lookback reads up to an earlier request's end", fold(grow(40), 35), PiBreakpoints, 0, 2000 + 34*100, 10 + 5*100, 0, 2000 + 34*100},
-		{"under the minimum nothing is written", []Request{{Segs: []Seg{seg(1, 500)}}, {Segs: []Seg{seg(1, 500), seg(2, 100)}}}, PiBreakpoints, 0, 0, 600, 0, 500},
+		{"under the minimum nothing is cached: the input is fresh", []Request{{Segs: []Seg{seg(1, 500)}}, {Segs: []Seg{seg(1, 500), seg(2, 100)}}}, PiBreakpoints, 0, 0, 0, 600, 500},
+		{"a short system prompt is fresh too, but the long conversation after it is cached", []Request{{Segs: []Seg{seg(1, 500), seg(2, 1000)}}, {Segs: []Seg{seg(1, 500), seg(2, 1000), seg(3, 100)}}}, PiBreakpoints, 0, 1500, 100, 0, 1500},
 		{"after the last breakpoint input is fresh", grow(3), Breakpoints{At: func(int) []int { return []int{0} }, Lookback: 20, MinTokens: 1024}, 0, 2000, 0, 300, 2000 + 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

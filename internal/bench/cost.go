@@ -166,8 +166,9 @@ func Price(reqs []Request, window int, ttlMs int64) Usage {
 // at each one that is at least MinTokens long, and serves the request from
 // the longest prefix an earlier request wrote that ends at one of its
 // breakpoints or at most Lookback segments before one. Input up to the
-// last breakpoint that is not read is written (at the cache-write price);
-// input after it is neither (fresh, at the input price). A written prefix
+// last breakpoint whose prefix is cached (MinTokens long) that is not read
+// is written (at the cache-write price); input after it is neither (fresh,
+// at the input price). A written prefix
 // lives TTL past its last use. A segment stands for one content block:
 // the bench's segments are whole messages, which Anthropic counts as one
 // block or more, so the lookback reaches back at least as far here as it
@@ -219,7 +220,9 @@ func PriceBreakpoints(reqs []Request, window int, ttlMs int64, bp Breakpoints) U
 			if b < 0 || b >= n {
 				continue
 			}
-			last = max(last, b)
+			if upto[b] >= bp.MinTokens {
+				last = max(last, b) // a shorter prefix is not cached: its input is fresh
+			}
 			for k := b; k >= 0 && k >= b-bp.Lookback; k-- {
 				if live(k) {
 					if upto[k] > read {

@@ -34,40 +34,53 @@ type readmeBlock struct {
 
 var readmeMarker = regexp.MustCompile(`^<!-- readme-test: (skip: (.+)|serve) -->$`)
 
+// readmeFence matches a CommonMark fence line: up to three spaces, three or
+// more backticks or tildes, and the info string.
+var readmeFence = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})(.*)$")
+
 // readmeBlocks parses the shell blocks of a README.
 func readmeBlocks(readme string) ([]readmeBlock, error) {
 	var blocks []readmeBlock
 	lines := strings.Split(readme, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], "\r")
+	}
 	for i := 0; i < len(lines); i++ {
-		l := strings.TrimRight(lines[i], "\r")
-		if m := readmeMarker.FindStringSubmatch(l); m != nil {
-			if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
+		l := lines[i]
+		if readmeMarker.MatchString(l) {
+			if i+1 >= len(lines) || !isShellFence(lines[i+1]) {
 				return nil, fmt.Errorf("README line %d: a readme-test marker not followed by a ```sh fence", i+1)
 			}
 			continue
 		}
-		if strings.HasPrefix(l, "<!-- readme-test") {
+		if strings.HasPrefix(strings.TrimSpace(l), "<!-- readme-test") {
 			return nil, fmt.Errorf("README line %d: unknown marker %q", i+1, l)
 		}
-		fence := strings.TrimSpace(l)
-		if fence != "```sh" && fence != "```bash" && fence != "```shell" && fence != "```console" {
-			if strings.HasPrefix(fence, "```") && fence != "```" {
-				i = skipFence(lines, i)
-			}
+		m := readmeFence.FindStringSubmatch(l)
+		if m == nil {
 			continue
 		}
-		if fence != "```sh" {
-			return nil, fmt.Errorf("README line %d: shell blocks are ```sh, not %s", i+1, fence)
+		end := closingFence(lines, i, m[1])
+		if end >= len(lines) {
+			return nil, fmt.Errorf("README line %d: the fence is never closed", i+1)
+		}
+		lang, _, _ := strings.Cut(strings.TrimSpace(m[2]), " ")
+		switch lang {
+		case "sh":
+		case "bash", "shell", "console", "zsh":
+			return nil, fmt.Errorf("README line %d: shell blocks are ```sh, not ```%s", i+1, lang)
+		default:
+			i = end
+			continue
+		}
+		if strings.TrimSpace(m[2]) != "sh" || m[1] != "```" {
+			return nil, fmt.Errorf("README line %d: a shell block opens with exactly ```sh, not %q", i+1, l)
 		}
 		b := readmeBlock{line: i + 1}
 		if i > 0 {
-			if m := readmeMarker.FindStringSubmatch(strings.TrimRight(lines[i-1], "\r")); m != nil {
-				b.skip, b.serves = m[2], m[1] == "serve"
+			if mm := readmeMarker.FindStringSubmatch(lines[i-1]); mm != nil {
+				b.skip, b.serves = mm[2], mm[1] == "serve"
 			}
-		}
-		end := skipFence(lines, i)
-		if end >= len(lines) {
-			return nil, fmt.Errorf("README line %d: the block is never closed", i+1)
 		}
 		b.text = strings.Join(lines[i+1:end], "\n") + "\n"
 		blocks = append(blocks, b)
@@ -76,10 +89,18 @@ func readmeBlocks(readme string) ([]readmeBlock, error) {
 	return blocks, nil
 }
 
-// skipFence returns the index of the line closing the fence opened at i.
-func skipFence(lines []string, i int) int {
+// isShellFence reports whether l opens a shell block.
+func isShellFence(l string) bool {
+	m := readmeFence.FindStringSubmatch(l)
+	return m != nil && m[1] == "```" && strings.TrimSpace(m[2]) == "sh"
+}
+
+// closingFence returns the index of the line closing the fence opened at i
+// with open: the same character, at least as long, nothing after it.
+func closingFence(lines []string, i int, open string) int {
 	for j := i + 1; j < len(lines); j++ {
-		if strings.TrimSpace(lines[j]) == "```" {
+		m := readmeFence.FindStringSubmatch(lines[j])
+		if m != nil && m[1][0] == open[0] && len(m[1]) >= len(open) && strings.TrimSpace(m[2]) == "" {
 			return j
 		}
 	}
@@ -98,7 +119,11 @@ func TestReadmeBlocksParse(t *testing.T) {
 		{"a misspelt marker", "<!-- readme-test: skipp -->\n```sh\nx\n```\n", nil, "unknown marker"},
 		{"a bash fence", "```bash\nx\n```\n", nil, "shell blocks are ```sh"},
 		{"an open block", "```sh\nx\n", nil, "never closed"},
-		{"sh inside another fence is not a block", "````text\n```sh\nx\n```\n````\n", nil, ""},
+		{"an open block of another language", "```json\n{}\n", nil, "never closed"},
+		{"sh inside another fence is not a block", "````text\n```sh\nx\n```\n````\n```sh\ny\n```\n", []readmeBlock{{line: 6, text: "y\n"}}, ""},
+		{"a longer closing fence closes", "```sh\nx\n````\n```sh\ny\n```\n", []readmeBlock{{line: 1, text: "x\n"}, {line: 4, text: "y\n"}}, ""},
+		{"sh with more info", "```sh title=x\nx\n```\n", nil, "opens with exactly ```sh"},
+		{"a tilde fence of sh", "~~~sh\nx\n~~~\n", nil, "opens with exactly ```sh"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := readmeBlocks(tc.readme)
@@ -157,14 +182,21 @@ func TestReadme(t *testing.T) {
 		goEnv[k] = strings.TrimSpace(string(out))
 	}
 	path := bin + string(os.PathListSeparator) + filepath.Join(goEnv["GOROOT"], "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
-	ran := 0
+	runs := 0
+	for _, b := range blocks {
+		if b.skip == "" {
+			runs++
+		}
+	}
+	if runs == 0 {
+		t.Fatal("every README block is marked skip; the test runs none")
+	}
 	for _, b := range blocks {
 		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
 			if b.skip != "" {
 				t.Logf("not run (%s):\n%s", b.skip, b.text)
 				return
 			}
-			ran++
 			dir := filepath.Join(t.TempDir(), "context-fold")
 			copyCheckout(t, root, dir)
 			home := t.TempDir()
@@ -190,15 +222,17 @@ func TestReadme(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "bash", "-eo", "pipefail", "-c", b.text)
 			cmd.Dir, cmd.Env = dir, env
+			// On the timeout the whole group goes (make, go, npm), and the
+			// output is not waited for past a few seconds more.
+			ownProcessGroup(cmd)
+			cmd.Cancel = func() error { return killGroup(cmd) }
+			cmd.WaitDelay = 10 * time.Second
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("README line %d:\n%s\nfailed: %v\n%s", b.line, b.text, err, tail(string(out), 4000))
 			}
 			t.Logf("README line %d ran:\n%s%s", b.line, b.text, tail(string(out), 600))
 		})
-	}
-	if ran == 0 {
-		t.Fatal("every README block is marked skip; the test runs none")
 	}
 }
 
@@ -256,15 +290,23 @@ func runServeBlock(t *testing.T, b readmeBlock, dir string, env []string) {
 		t.Fatal(err)
 	}
 	req.Host = "readme-test.invalid"
-	res, err := http.DefaultClient.Do(req)
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatalf("README line %d: %s listens on %s but does not answer: %v", b.line, strings.TrimSpace(b.text), url, err)
 	}
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	interruptGroup(cmd)
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("README line %d: asked for another host, %s answered %d, want 403", b.line, url, res.StatusCode)
+	}
+	if err := interruptGroup(cmd); err != nil {
+		t.Fatalf("README line %d: Ctrl-C: %v", b.line, err)
+	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		// Not asserted: `go run` exits 1 when interrupted, whatever the
+		// program it runs returns.
+		t.Logf("README line %d: exit on Ctrl-C: %v", b.line, err)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("README line %d: %s did not stop on Ctrl-C within 30 s\n%s", b.line, strings.TrimSpace(b.text), output())
 	}

@@ -693,10 +693,16 @@ func (c *conversation) edits(ps []engine.Placement) []codec.Edit {
 // prepare computes, between requests, the digests the next requests will
 // need (Engine.Prepare), a few at a time, giving the conversation up to
 // any request that waits for it and the processor to any other goroutine
-// after each few.
+// after each few. On a single P (GOMAXPROCS=1, a one-CPU container) a
+// goroutine that only yields keeps the scheduler from polling the network,
+// so a request that arrived would wait for the runtime's 10 ms poll: there
+// it sleeps as long as it worked after each millisecond of work, which
+// lets the P idle and poll.
 func (f *Folder) prepare(c *conversation) {
 	defer f.bg.Done()
 	hookEvent("idle")
+	single := runtime.GOMAXPROCS(0) == 1
+	start := time.Now()
 	for {
 		c.mu.Lock()
 		if c.closed || c.waiting.Load() > 0 || !c.eng.Prepare(4) {
@@ -705,9 +711,18 @@ func (f *Folder) prepare(c *conversation) {
 			return
 		}
 		c.mu.Unlock()
+		if single && time.Since(start) >= singlePSlice {
+			time.Sleep(singlePSlice)
+			start = time.Now()
+			continue
+		}
 		runtime.Gosched()
 	}
 }
+
+// singlePSlice is how long idle work runs on a single P before it sleeps
+// as long.
+const singlePSlice = time.Millisecond
 
 // foldable reports whether the proxy may rewrite r's body: a JSON POST to
 // a route it knows, not content-encoded.

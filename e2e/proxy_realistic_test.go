@@ -6,7 +6,7 @@ package e2e
 // microseconds; this file measures what a user would notice):
 //
 //	make build
-//	CONTEXTFOLD_BIN=$PWD/bin/contextfold go test -run '^$' -bench BenchmarkProxyRealisticTTFT -benchtime 40x -timeout 60m ./e2e
+//	CONTEXTFOLD_BIN=$PWD/bin/contextfold go test -run '^$' -bench BenchmarkProxyRealisticTTFT -benchtime 20x -timeout 60m ./e2e
 //	CONTEXTFOLD_BIN=$PWD/bin/contextfold go test -run '^$' -bench BenchmarkProxyLoad -benchtime 200x -timeout 30m ./e2e
 //
 // BenchmarkProxyRealisticTTFT: the upstream reads each request body no
@@ -22,12 +22,14 @@ package e2e
 //	direct  client -> upstream
 //	fold    client -> contextfold proxy -window 200000 -> upstream
 //
-// in the three wire formats (chat, responses, messages), at 1,000 to 1,100
-// messages of about 1 MB (24-line outputs, the bench set's real sessions)
-// and 5 MB (120 lines, ~9 KB outputs). A conversation is warmed up along
-// the folding path to 1,000 messages as in BenchmarkProxyTTFB, with the
+// in the three wire formats (chat, responses, messages), 500 tool turns in
+// (1,000 conversation items; 1,500 in the responses format, whose calls
+// carry reasoning items) and on, of about 1 MB (24-line outputs, the bench
+// set's real sessions) and 5 MB (120 lines, ~9 KB outputs). A conversation
+// is warmed up along the folding path to turn 500 as in BenchmarkProxyTTFB, with the
 // upstream answering the warm-up at once (header x-contextfold-bench-warm),
-// then measured for 50 turns; then a new one begins. The folding path's
+// then measured for up to 50 turns (an iteration a turn); then a new one
+// begins. The folding path's
 // upstream must receive digests in every measured request, the direct
 // path's the client's bytes unchanged.
 //

@@ -63,6 +63,48 @@ type HiddenRefs struct {
 	Recall []int
 	// Samples are the first hidden references found, for review.
 	Samples []HiddenSample
+	// Breakdown counts the references from the context, and the hidden
+	// ones, by the reference's kind ("kind/path", …, RefClass), where its
+	// newest occurrence before the action sat ("in/tool result", "in/other
+	// message") and how many messages back that was ("age/…", AgeBucket).
+	Breakdown map[string]Tally
+}
+
+// Tally is a count of references from the context and of the hidden ones.
+type Tally struct {
+	Context int `json:"context"`
+	Hidden  int `json:"hidden"`
+}
+
+// AgeBuckets are the ranges AgeBucket sorts a reference's age into.
+var AgeBuckets = []string{"age/1–9 messages", "age/10–49", "age/50–199", "age/200+"}
+
+// AgeBucket names the range of an age in messages.
+func AgeBucket(age int) string {
+	switch {
+	case age < 10:
+		return AgeBuckets[0]
+	case age < 50:
+		return AgeBuckets[1]
+	case age < 200:
+		return AgeBuckets[2]
+	}
+	return AgeBuckets[3]
+}
+
+// tally counts one reference from the context into b.
+func (h *HiddenRefs) tally(keys []string, hidden bool) {
+	if h.Breakdown == nil {
+		h.Breakdown = map[string]Tally{}
+	}
+	for _, k := range keys {
+		t := h.Breakdown[k]
+		t.Context++
+		if hidden {
+			t.Hidden++
+		}
+		h.Breakdown[k] = t
+	}
 }
 
 // HiddenSample is one hidden reference, for sampling by hand.
@@ -131,6 +173,18 @@ func (m *refMeter) observe(k int, msgs []Seen) {
 			}
 			visible = set[r]
 		}
+		last := -1 // the newest occurrence before the action, whatever the policy shows
+		for _, i := range m.x.at[r] {
+			if i >= a {
+				break
+			}
+			last = i
+		}
+		in := "in/other message"
+		if last >= 0 && last < len(m.t.ToolResult) && m.t.ToolResult[last] {
+			in = "in/tool result"
+		}
+		m.out.tally([]string{"kind/" + RefClass(r), in, AgeBucket(a - last)}, !visible)
 		if visible {
 			continue
 		}

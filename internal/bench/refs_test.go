@@ -97,6 +97,19 @@ func TestHiddenRefsHandMade(t *testing.T) {
 		if m.out.Context != 5 || m.out.Hidden != tt.hidden {
 			t.Errorf("%s: %d of %d hidden, want %d of 5: %+v", tt.name, m.out.Hidden, m.out.Context, tt.hidden, m.out.Samples)
 		}
+		// The breakdown: all five sat in the failing run's tool result,
+		// three messages before the action (5 − 2); two are names
+		// (TestParseHeader, ErrBadMagic), parser_test.go and parser_test
+		// names too, 1057 a number. Whatever the policy, the context
+		// counts stay; the hidden ones follow.
+		bd := m.out.Breakdown
+		wantIn := Tally{Context: 5, Hidden: tt.hidden}
+		if bd["in/tool result"] != wantIn || bd[AgeBucket(3)] != wantIn || bd["in/other message"].Context != 0 {
+			t.Errorf("%s: breakdown by place and age %+v, want all %+v in a tool result 3 messages back", tt.name, bd, wantIn)
+		}
+		if got := bd["kind/name"].Context + bd["kind/number"].Context; got != 5 || bd["kind/number"].Context != 1 {
+			t.Errorf("%s: breakdown by kind %+v, want 4 names and 1 number", tt.name, bd)
+		}
 		if tt.hidden > 0 && (m.out.WithHidden != 1 || m.out.Recall[k] != tr.Tokens[2]) {
 			t.Errorf("%s: %d requests with one, recall of %d tokens, want 1 and message 2's %d", tt.name, m.out.WithHidden, m.out.Recall[k], tr.Tokens[2])
 		}

@@ -263,6 +263,43 @@ func (win *Window) hiddenTable(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d | %.1f %% (%d) | %.1f | %d / %d | %.3f | %.3f |\n", r.Policy, r.Refs, 100*r.HiddenShare(), r.RefsHidden,
 			r.PerHundred(), r.Affected, r.Sessions, r.WithRecalls[Anthropic.Name], r.WithRecalls[OpenAI.Name])
 	}
+	win.breakdownTable(w)
+}
+
+// breakdownTable writes the shipped policy's and the seed profile's hidden
+// references by kind, by where they sat and by age.
+func (win *Window) breakdownTable(w io.Writer) {
+	var rs []*Result
+	for _, r := range win.Overall {
+		if (r.Policy == ShippedName || strings.HasPrefix(r.Policy, "context-fold seed")) && r.RefsHidden > 0 {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nHidden references by kind, by where their newest occurrence before the action sat, and by how many messages back: hidden / from the context (share).\n\n| |")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %s |", r.Policy)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range rs {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	keys := append([]string{"kind/path", "kind/name", "kind/number", "kind/line", "in/tool result", "in/other message"}, AgeBuckets...)
+	for _, k := range keys {
+		fmt.Fprintf(w, "| %s |", k)
+		for _, r := range rs {
+			t := r.Breakdown[k]
+			share := 0.0
+			if t.Context > 0 {
+				share = 100 * float64(t.Hidden) / float64(t.Context)
+			}
+			fmt.Fprintf(w, " %d / %d (%.1f %%) |", t.Hidden, t.Context, share)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // PrintSamples writes up to n hidden references per policy and window,

@@ -86,6 +86,8 @@ type Result struct {
 	Sessions    int                `json:"sessions"`
 	Affected    int                `json:"sessionsAffected"`
 	RecallCost  map[string]float64 `json:"recallCost"`
+	// Breakdown is HiddenRefs.Breakdown summed.
+	Breakdown   map[string]Tally   `json:"hiddenBreakdown,omitempty"`
 	WithRecalls map[string]float64 `json:"relativeWithRecalls"` // (cost + recalls) / raw cost
 	Samples     []Sample           `json:"-"`
 	steps       []time.Duration
@@ -267,6 +269,15 @@ func traced(name string, shipped bool, want []string) bool {
 func (r *Result) addRefs(t *Trace, h *HiddenRefs, reqs []Request, prices []Prices) {
 	r.Refs += h.Context
 	r.RefsHidden += h.Hidden
+	if len(h.Breakdown) > 0 && r.Breakdown == nil {
+		r.Breakdown = map[string]Tally{}
+	}
+	for k, t := range h.Breakdown {
+		s := r.Breakdown[k]
+		s.Context += t.Context
+		s.Hidden += t.Hidden
+		r.Breakdown[k] = s
+	}
 	r.RefRequests += h.Requests
 	r.WithHidden += h.WithHidden
 	r.Sessions++

@@ -354,3 +354,31 @@ func copyCheckout(t *testing.T, root, dir string) {
 		}
 	}
 }
+
+// FuzzReadmeBlocks: whatever the README holds, the parser returns blocks
+// that open on a ```sh line and end before their closing fence, or an
+// error; it never panics.
+func FuzzReadmeBlocks(f *testing.F) {
+	f.Add("```sh\nmake build\n```\n")
+	f.Add("<!-- readme-test: skip: x -->\n```sh\nx\n```\n````text\n```sh\n````\n")
+	f.Add("<!-- readme-test: serve -->\n```sh\nbin/contextfold proxy\n```\n~~~\n```sh\n~~~\n")
+	f.Fuzz(func(t *testing.T, readme string) {
+		blocks, err := readmeBlocks(readme)
+		if err != nil {
+			return
+		}
+		lines := strings.Split(readme, "\n")
+		for _, b := range blocks {
+			if b.line < 1 || b.line > len(lines) || !isShellFence(strings.TrimRight(lines[b.line-1], "\r")) {
+				t.Fatalf("block at line %d does not open on a ```sh fence", b.line)
+			}
+			body := strings.Split(strings.TrimSuffix(b.text, "\n"), "\n")
+			if b.line+len(body) >= len(lines)+1 {
+				t.Fatalf("block at line %d runs past the end", b.line)
+			}
+			if b.serves && b.skip != "" {
+				t.Fatalf("block at line %d both serves and is skipped", b.line)
+			}
+		}
+	})
+}

@@ -112,6 +112,23 @@ func (u *Usage) Add(o *Usage) {
 	u.OverWindow += o.OverWindow
 }
 
+// count adds what a request costs whatever the cache: its size, output,
+// side calls and whether it fits the window (window 0: no limit).
+func (u *Usage) count(r *Request, total, window int) {
+	u.Requests++
+	u.Input += total
+	u.Output += r.Output
+	for _, s := range r.Side {
+		u.SideInput += s.Input
+		u.SideOutput += s.Output
+	}
+	u.Peak = max(u.Peak, total)
+	if window > 0 && total > window {
+		u.OverWindow++
+	}
+	u.PerRequest = append(u.PerRequest, total)
+}
+
 // Price runs the prefix-cache model over reqs. The cache holds the previous
 // request; a request reads from it the tokens of its leading segments equal
 // to the previous request's (whole segments: providers cache at message
@@ -142,20 +159,9 @@ func Price(reqs []Request, window int, ttlMs int64) Usage {
 		if i > 0 && !whole {
 			u.Breaks++
 		}
-		u.Requests++
-		u.Input += total
+		u.count(r, total, window)
 		u.CacheRead += lcp
 		u.CacheWrite += total - lcp
-		u.Output += r.Output
-		for _, s := range r.Side {
-			u.SideInput += s.Input
-			u.SideOutput += s.Output
-		}
-		u.Peak = max(u.Peak, total)
-		if window > 0 && total > window {
-			u.OverWindow++
-		}
-		u.PerRequest = append(u.PerRequest, total)
 		prev, prevTime = r.Segs, r.Time
 	}
 	return u
@@ -198,6 +204,7 @@ func PriceBreakpoints(reqs []Request, window int, ttlMs int64, bp Breakpoints) U
 	var u Usage
 	cache := map[uint64]int64{} // written prefix → when last used
 	var prev []Seg
+	prevTotal := 0
 	for i := range reqs {
 		r := &reqs[i]
 		n := len(r.Segs)
@@ -249,29 +256,14 @@ func PriceBreakpoints(reqs []Request, window int, ttlMs int64, bp Breakpoints) U
 		for k := 0; extends && k < len(prev); k++ {
 			extends = prev[k] == r.Segs[k]
 		}
-		prevTotal := 0
-		for _, s := range prev {
-			prevTotal += s.Tokens
-		}
 		if i > 0 && (!extends || read < prevTotal) {
 			u.Breaks++
 		}
-		u.Requests++
-		u.Input += total
+		u.count(r, total, window)
 		u.CacheRead += read
 		u.CacheWrite += max(0, cached-read)
 		u.Fresh += total - max(cached, read)
-		u.Output += r.Output
-		for _, s := range r.Side {
-			u.SideInput += s.Input
-			u.SideOutput += s.Output
-		}
-		u.Peak = max(u.Peak, total)
-		if window > 0 && total > window {
-			u.OverWindow++
-		}
-		u.PerRequest = append(u.PerRequest, total)
-		prev = r.Segs
+		prev, prevTotal = r.Segs, total
 	}
 	return u
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/contextfold/contextfold/internal/pi/protocol"
 	"github.com/contextfold/contextfold/internal/pi/service"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/testsupport/pisession"
 )
 
 // flagsOf names flags each command's -h must list.
@@ -283,25 +284,17 @@ func foldedSessionWith(t *testing.T, first string, edit func([]json.RawMessage))
 	if edit != nil {
 		edit(msgs)
 	}
-	var b strings.Builder
-	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
-	parent, n := "null", 0
-	add := func(body string) {
-		id := fmt.Sprintf("e%07d", n)
-		n++
-		fmt.Fprintf(&b, `{"id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z",%s}`+"\n", id, parent, body)
-		parent = `"` + id + `"`
-	}
+	f := pisession.New("s1")
 	for _, m := range msgs {
-		add(`"type":"message","message":` + string(m))
+		f.Message(m)
 	}
 	ad.mu.Lock()
 	for _, e := range ad.entries {
-		add(`"type":"custom","customType":"` + service.CustomType + `","data":` + string(e))
+		f.Custom(service.CustomType, e)
 	}
 	ad.mu.Unlock()
 	file := filepath.Join(dir, "session.jsonl")
-	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+	if err := f.WriteFile(file); err != nil {
 		t.Fatal(err)
 	}
 	return file

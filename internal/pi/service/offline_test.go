@@ -2,13 +2,12 @@ package service
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/testsupport/pisession"
 )
 
 // offlineSession folds msgs through a live service, lets act call tools on
@@ -36,25 +35,17 @@ func offlineSession(t *testing.T, msgs []json.RawMessage, act func(call func(met
 	if edit != nil {
 		edit(written)
 	}
-	var b strings.Builder
-	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
-	parent, n := "null", 0
-	add := func(body string) {
-		id := fmt.Sprintf("e%07d", n)
-		n++
-		fmt.Fprintf(&b, `{"id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z",%s}`+"\n", id, parent, body)
-		parent = `"` + id + `"`
-	}
+	f := pisession.New("s1")
 	for _, m := range written {
-		add(`"type":"message","message":` + string(m))
+		f.Message(m)
 	}
 	ad.mu.Lock()
 	for _, e := range ad.entries {
-		add(`"type":"custom","customType":"` + CustomType + `","data":` + string(e))
+		f.Custom(CustomType, e)
 	}
 	ad.mu.Unlock()
 	p := filepath.Join(dir, "session.jsonl")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+	if err := f.WriteFile(p); err != nil {
 		t.Fatal(err)
 	}
 	return p

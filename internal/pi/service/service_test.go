@@ -19,6 +19,7 @@ import (
 	"github.com/contextfold/contextfold/internal/core/rawjson"
 	"github.com/contextfold/contextfold/internal/pi/indexfile"
 	"github.com/contextfold/contextfold/internal/pi/protocol"
+	"github.com/contextfold/contextfold/internal/testsupport/pisession"
 )
 
 // adapter is a test stand-in for the Pi adapter: it answers persist.
@@ -95,16 +96,12 @@ func messages(n int, outputPath string) []json.RawMessage {
 // sessionFile writes msgs as a Pi v3 session file.
 func sessionFile(t *testing.T, dir string, msgs []json.RawMessage) string {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(`{"type":"session","version":3,"id":"s1","timestamp":"2026-12-02T00:00:00.000Z","cwd":"/w"}` + "\n")
-	parent := "null"
-	for i, m := range msgs {
-		id := fmt.Sprintf("e%07d", i)
-		fmt.Fprintf(&b, `{"type":"message","id":%q,"parentId":%s,"timestamp":"2026-12-02T00:00:00.000Z","message":%s}`+"\n", id, parent, m)
-		parent = `"` + id + `"`
+	f := pisession.New("s1")
+	for _, m := range msgs {
+		f.Message(m)
 	}
 	p := filepath.Join(dir, "session.jsonl")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+	if err := f.WriteFile(p); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -89,6 +89,9 @@ export default function contextFold(pi: ExtensionAPI): void {
 		await current().onContext(event.messages as any[], ctx);
 		return undefined; // substitutions were applied in place
 	});
+	// Anthropic caches only at marked breakpoints: mark where the frozen
+	// region ends, so a fold event re-writes only what follows it.
+	pi.on("before_provider_request", (event) => session?.markPayload(event.payload));
 	pi.on("message_end", async (event, ctx) => {
 		const m: any = event.message;
 		if (m?.role !== "assistant" || !m.usage) return;

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import type { ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { type Found, locate, mismatch, notFoundMessage } from "./locate.js";
 import { Engine, EngineError } from "./protocol.ts";
-import { applyPlacements, fileRefs, type Layer, type Placement, Tracker, turnParams } from "./wire.ts";
+import { applyPlacements, fileRefs, type Layer, markAnchor, type Placement, Tracker, turnParams } from "./wire.ts";
 
 /** What a Session needs from Pi beyond the per-call context. */
 export interface Host {
@@ -83,6 +83,8 @@ export class Session {
 	private tracker = new Tracker();
 	private layers = new Map<number, Layer>();
 	private placements: Placement[] = [];
+	/** The tool-call id ending the frozen region, to mark for an Anthropic cache (see markAnchor). */
+	private anchor = "";
 	private needFull = true;
 	/** The compaction settings last sent, as JSON; null until sent to this engine. */
 	private sentCompaction: string | null = null;
@@ -329,6 +331,7 @@ export class Session {
 			this.needFull = false;
 			for (const l of res.layers ?? []) this.layers.set(l.seq, l);
 			if (res.placements) this.placements = res.placements;
+			this.anchor = res.anchor ?? "";
 			if (res.rejected) this.diag(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only`);
 			if (res.collisions?.length) this.diag(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})`);
 			applyPlacements(messages, this.placements, this.layers);
@@ -344,6 +347,15 @@ export class Session {
 			this.needFull = true;
 			applyPlacements(messages, this.placements, this.layers, keep);
 		}
+	}
+
+	/**
+	 * Marks the end of the frozen region in the payload Pi is about to send
+	 * (markAnchor); returns the payload when it changed. On a failed turn the
+	 * previous anchor stands: the previous folds still apply to the prefix.
+	 */
+	markPayload(payload: unknown): unknown {
+		return this.anchor && markAnchor(payload, this.anchor) ? payload : undefined;
 	}
 
 	async call(ctx: ExtensionContext, method: string, params: Record<string, unknown>): Promise<any> {

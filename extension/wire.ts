@@ -218,3 +218,57 @@ export function applyPlacements(msgs: any[], placements: readonly Placement[], l
 	}
 	return n;
 }
+
+/** The tool-call id as Pi's Anthropic provider may rewrite it (normalizeToolCallId). */
+function anthropicId(id: string): string {
+	return id.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
+}
+
+/**
+ * Marks the end of the frozen region with a cache breakpoint in an Anthropic
+ * Messages payload: the tool_result answering call `id` gets the same
+ * cache_control as Pi's own breakpoints. Anthropic reads its cache only at
+ * breakpoints (and up to 20 blocks before one); Pi marks the system prompt,
+ * the last tool and the last message, so a fold event further back would
+ * re-write the whole conversation. With this mark it re-writes only what
+ * follows the frozen region. Returns whether the payload changed: nothing
+ * happens for another wire format, when Pi sends no breakpoints (caching
+ * off), or when the block is not found. Anthropic takes at most four: when
+ * Pi's three and another extension's fill them, the tools' breakpoint gives
+ * way if the system prompt has one (its prefix holds the tools); otherwise
+ * the payload is left alone.
+ */
+export function markAnchor(payload: unknown, id: string): boolean {
+	const p = payload as any;
+	if (!id || !p || typeof p !== "object" || !Array.isArray(p.messages)) return false;
+	const want = anthropicId(id);
+	let marks = 0;
+	let template: unknown = undefined;
+	let target: any = null;
+	const seen = (b: any): void => {
+		if (b && typeof b === "object" && b.cache_control) {
+			marks++;
+			template = b.cache_control;
+		}
+	};
+	const tools: any[] = Array.isArray(p.tools) ? p.tools : [];
+	const system: any[] = Array.isArray(p.system) ? p.system : [];
+	tools.forEach(seen);
+	system.forEach(seen);
+	for (const m of p.messages) {
+		if (!Array.isArray(m?.content)) continue;
+		for (const b of m.content) {
+			seen(b);
+			if (Array.isArray(b?.content)) b.content.forEach(seen);
+			if (b?.type === "tool_result" && (b.tool_use_id === id || b.tool_use_id === want)) target = b;
+		}
+	}
+	if (template === undefined || !target || target.cache_control) return false;
+	if (marks >= 4) {
+		const tool = tools.find((t) => t?.cache_control);
+		if (!tool || !system.some((b) => b?.cache_control)) return false;
+		delete tool.cache_control;
+	}
+	target.cache_control = JSON.parse(JSON.stringify(template));
+	return true;
+}

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { applyPlacements, fileRefs, type Layer, sameJSON, Tracker, turnParams } from "../wire.ts";
+import { applyPlacements, fileRefs, type Layer, markAnchor, sameJSON, Tracker, turnParams } from "../wire.ts";
 
 const vectors = JSON.parse(readFileSync(new URL("../../internal/core/apply/testdata/vectors.json", import.meta.url), "utf8"));
 
@@ -122,4 +122,76 @@ test("fileRefs pairs messages with the file's message entries Pi projects", () =
 	assert.equal(fileRefs(sm([whole(e1)], "/s.jsonl", null), msgs.slice(1)), null, "no format version");
 	assert.equal(fileRefs({ getSessionFile: () => "/s.jsonl" }, msgs), null, "no projection");
 	assert.equal(fileRefs({ getSessionFile: () => "/s.jsonl", getHeader: () => ({ version: 3 }), buildSessionProjection: () => { throw new Error("x"); } }, msgs), null);
+});
+
+/** An Anthropic Messages payload as Pi's provider builds it: breakpoints on the last tool, the system prompt and the last message. */
+function anthropicPayload(ttl?: string): any {
+	const cc = () => ({ type: "ephemeral", ...(ttl ? { ttl } : {}) });
+	return {
+		model: "claude",
+		system: [{ type: "text", text: "sys", cache_control: cc() }],
+		tools: [{ name: "read" }, { name: "bash", cache_control: cc() }],
+		messages: [
+			{ role: "user", content: "go" },
+			{ role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "bash", input: {} }] },
+			{ role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "{#abcdef FOLDED} digest" }] },
+			{ role: "assistant", content: [{ type: "tool_use", id: "call|2", name: "bash", input: {} }] },
+			{ role: "user", content: [{ type: "tool_result", tool_use_id: "call_2", content: "raw", cache_control: cc() }] },
+		],
+	};
+}
+
+function countMarks(p: any): number {
+	return JSON.stringify(p).split('"cache_control"').length - 1;
+}
+
+test("markAnchor adds the fourth breakpoint on the frozen region's end, as Pi marks its own", () => {
+	for (const ttl of [undefined, "1h"]) {
+		const p = anthropicPayload(ttl);
+		assert.equal(markAnchor(p, "toolu_1"), true);
+		assert.deepEqual(p.messages[2].content[0].cache_control, { type: "ephemeral", ...(ttl ? { ttl } : {}) });
+		assert.equal(countMarks(p), 4);
+		assert.equal(markAnchor(p, "toolu_1"), false, "already marked");
+	}
+	// Pi's provider rewrites ids outside [a-zA-Z0-9_-]; the engine knows Pi's.
+	const p = anthropicPayload();
+	delete p.messages[4].content[0].cache_control;
+	p.messages[4].content.push({ type: "text", text: "x", cache_control: { type: "ephemeral" } });
+	assert.equal(markAnchor(p, "call|2"), true);
+	assert.ok(p.messages[4].content[0].cache_control);
+});
+
+test("markAnchor leaves alone other wire formats, caching off, unknown ids, and a full payload it cannot free", () => {
+	const openai = { model: "gpt", messages: [{ role: "tool", tool_call_id: "toolu_1", content: "x" }] };
+	const before = JSON.stringify(openai);
+	assert.equal(markAnchor(openai, "toolu_1"), false);
+	assert.equal(JSON.stringify(openai), before);
+
+	const off = anthropicPayload();
+	off.system[0].cache_control = undefined;
+	delete off.system[0].cache_control;
+	delete off.tools[1].cache_control;
+	delete off.messages[4].content[0].cache_control;
+	assert.equal(markAnchor(off, "toolu_1"), false, "Pi sends no breakpoints: caching is off");
+	assert.equal(countMarks(off), 0);
+
+	assert.equal(markAnchor(anthropicPayload(), "toolu_9"), false);
+	assert.equal(markAnchor(anthropicPayload(), ""), false);
+	assert.equal(markAnchor(null, "toolu_1"), false);
+
+	// Four already (OAuth: two system blocks): the tools' breakpoint gives way.
+	const oauth = anthropicPayload();
+	oauth.system.unshift({ type: "text", text: "You are Claude Code", cache_control: { type: "ephemeral" } });
+	assert.equal(markAnchor(oauth, "toolu_1"), true);
+	assert.equal(countMarks(oauth), 4);
+	assert.equal(oauth.tools[1].cache_control, undefined);
+
+	// Four, none of them the tools': nothing can give way.
+	const full = anthropicPayload();
+	delete full.tools[1].cache_control;
+	full.system.unshift({ type: "text", text: "a", cache_control: { type: "ephemeral" } });
+	full.messages[0].content = [{ type: "text", text: "go", cache_control: { type: "ephemeral" } }];
+	const fullBefore = JSON.stringify(full);
+	assert.equal(markAnchor(full, "toolu_1"), false);
+	assert.equal(JSON.stringify(full), fullBefore);
 });

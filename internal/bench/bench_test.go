@@ -357,12 +357,20 @@ func TestBreakpointCacheModel(t *testing.T) {
 		}
 		return reqs
 	}
-	// fold returns reqs with one more request, the last one's copy with
-	// message at replaced by a smaller one.
+	// fold returns reqs with one more request, the last one's copy (marks
+	// included) with message at replaced by a smaller one.
 	fold := func(reqs []Request, at int) []Request {
 		last := append([]Seg(nil), reqs[len(reqs)-1].Segs...)
 		last[at] = seg(9999, 10)
-		return append(append([]Request(nil), reqs...), Request{Segs: last})
+		return append(append([]Request(nil), reqs...), Request{Segs: last, Marks: reqs[len(reqs)-1].Marks})
+	}
+	// marked adds a breakpoint at segment at to every request, as
+	// context-fold marks the end of its frozen region.
+	marked := func(reqs []Request, at int) []Request {
+		for k := range reqs {
+			reqs[k].Marks = []int{at}
+		}
+		return reqs
 	}
 	for _, tc := range []struct {
 		name               string
@@ -377,6 +385,7 @@ func TestBreakpointCacheModel(t *testing.T) {
 		{"a fold within the lookback reads up to an earlier request's end", fold(grow(40), 35), PiBreakpoints, 0, 2000 + 34*100, 10 + 5*100, 0, 2000 + 34*100},
 		{"under the minimum nothing is cached: the input is fresh", []Request{{Segs: []Seg{seg(1, 500)}}, {Segs: []Seg{seg(1, 500), seg(2, 100)}}}, PiBreakpoints, 0, 0, 0, 600, 500},
 		{"a short system prompt is fresh too, but the long conversation after it is cached", []Request{{Segs: []Seg{seg(1, 500), seg(2, 1000)}}, {Segs: []Seg{seg(1, 500), seg(2, 1000), seg(3, 100)}}}, PiBreakpoints, 0, 1500, 100, 0, 1500},
+		{"a fold after a segment every request marks reads up to the mark", fold(marked(grow(40), 3), 5), PiBreakpoints, 0, 2000 + 3*100, 100 + 10 + 35*100, 0, 2000 + 4*100},
 		{"after the last breakpoint input is fresh", grow(3), Breakpoints{At: func(int) []int { return []int{0} }, Lookback: 20, MinTokens: 1024}, 0, 2000, 0, 300, 2000 + 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,10 @@ type Request struct {
 	Output int        // tokens of the response that follows
 	Side   []SideCall // calls made before this request
 	Time   int64      // unix ms, 0 when the trajectory has no timestamps
+	// Marks are cache breakpoints the policy adds to the host's own
+	// (segment indexes; PriceBreakpoints): context-fold marks the end of
+	// its frozen region.
+	Marks []int
 }
 
 // Total returns the request's input tokens.
@@ -221,7 +225,7 @@ func PriceBreakpoints(reqs []Request, window int, ttlMs int64, bp Breakpoints) U
 			at, ok := cache[hash[k]]
 			return ok && (ttlMs <= 0 || r.Time <= 0 || at <= 0 || r.Time-at <= ttlMs)
 		}
-		marks := bp.At(n)
+		marks := append(bp.At(n), r.Marks...)
 		read, readAt, last := 0, -1, -1
 		for _, b := range marks {
 			if b < 0 || b >= n {

@@ -406,6 +406,10 @@ type ContextFold struct {
 	// (CONTEXTFOLD_COMPACT=native); by default the adapter answers with its
 	// deterministic summary, which makes no model request.
 	LLMCompaction bool
+	// Unanchored replays a host that does not mark the end of the frozen
+	// region with a cache breakpoint (and a schedule told so): what Pi's
+	// Anthropic requests were before the adapter placed that mark.
+	Unanchored bool
 }
 
 // Name implements Policy.
@@ -478,7 +482,7 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 		}
 		step := func() {
 			start := time.Now()
-			res := e.Step(engine.Request{Keep: e.Len(), Append: t.Msgs[held:n], Window: window, Reported: reported, Reserve: p.Reserve}, engine.NopJournal{})
+			res := e.Step(engine.Request{Keep: e.Len(), Append: t.Msgs[held:n], Window: window, Reported: reported, Reserve: p.Reserve, Anchored: !p.Unanchored}, engine.NopJournal{})
 			r.StepTimes = append(r.StepTimes, time.Since(start))
 			if res.Event != nil {
 				r.Events++
@@ -490,6 +494,10 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 				base = 1
 			}
 			req.Segs = p.segs(t, e, c, base)
+			req.Marks = nil
+			if res.Anchor != nil && !p.Unanchored {
+				req.Marks = []int{len(c.head(t)) + res.Anchor.Msg - base}
+			}
 		}
 		if k > 0 {
 			// Pi's check after the previous response: its prompt plus its

@@ -332,6 +332,10 @@ type Request struct {
 	Paused bool
 	// CacheCold tells the policy the provider's cache is cold anyway.
 	CacheCold bool
+	// Anchored tells the policy that the provider reads its cache only at
+	// the breakpoints a request marks (Anthropic), and that the host marks
+	// Result.Anchor.
+	Anchored bool
 	// Model is the model the request goes to; the zero value means unknown,
 	// and the newest assistant message's origin stands in for it.
 	Model wire.Model
@@ -362,6 +366,12 @@ type Result struct {
 	Status policy.Status
 	// Version is the placement version after this request.
 	Version int
+	// Anchor is the newest tool result folded before this request's event,
+	// if any: the end of the frozen region. Its prefix stays byte-identical
+	// until the next event, so a host whose provider caches only at marked
+	// breakpoints (Anthropic) marks it, and the next event re-writes only
+	// what follows it instead of the whole conversation.
+	Anchor *block.Block
 }
 
 // Len returns how many messages the engine holds.
@@ -457,6 +467,10 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 	e.Sync(req.Keep, req.Append)
 	blocks := e.tr.Blocks()
 	view := e.buildView(req)
+	if view.Anchor >= 0 {
+		b := blocks[view.Anchor]
+		res.Anchor = &b
+	}
 	var dec policy.Decision
 	var over []oversized // first-delivery results too large to send whole (oversize.go)
 	if !req.Paused && e.cfg.Policy != nil {
@@ -724,6 +738,8 @@ func (e *Engine) buildView(req Request) policy.View {
 		Reported:  req.Reported,
 		Cold:      req.Cold,
 		CacheCold: req.CacheCold,
+		Anchored:  req.Anchored,
+		Anchor:    -1,
 		Knobs:     e.cfg.Knobs,
 	}
 	// First delivery: tool results after the latest assistant message have
@@ -762,6 +778,9 @@ func (e *Engine) buildView(req Request) policy.View {
 		if vb.Frozen {
 			vb.FoldedTokens = f.tokens
 			v.LiveTokens += f.tokens
+			if vb.Kind == block.ToolResult {
+				v.Anchor = k
+			}
 		} else {
 			v.LiveTokens += vb.Tokens
 		}

@@ -722,3 +722,44 @@ func TestRoleCountsFollowSync(t *testing.T) {
 		}
 	}
 }
+
+// TestAnchorEndsTheFrozenRegion: each request names as its anchor the newest
+// tool result the previous request sent folded, so the anchor moves only
+// when an event froze more, and what precedes it is byte-identical between
+// events (the prefix a breakpoint there caches).
+func TestAnchorEndsTheFrozenRegion(t *testing.T) {
+	msgs := longSession(60, 80).msgs
+	e := New(shipped())
+	turns := drive(t, e, msgs, 32_000, &memJournal{})
+	anchored := 0
+	for k, cur := range turns {
+		want := -1
+		if k > 0 {
+			for _, p := range turns[k-1].res.Placements {
+				if p.Part == -1 {
+					want = max(want, p.Msg)
+				}
+			}
+		}
+		got := -1
+		if cur.res.Anchor != nil {
+			got = cur.res.Anchor.Msg
+			if cur.res.Anchor.Kind != block.ToolResult || cur.res.Anchor.CallID == "" {
+				t.Fatalf("turn %d: anchor %+v is not a tool result with a call id", k, cur.res.Anchor)
+			}
+			anchored++
+		}
+		if got != want {
+			t.Fatalf("turn %d: anchor at message %d, want %d (the newest result the previous request sent folded)", k, got, want)
+		}
+		if k > 0 && got >= 0 && turns[k-1].res.Event == nil && turns[k-1].res.Anchor != nil && turns[k-1].res.Anchor.Msg != got {
+			t.Fatalf("turn %d: anchor moved from %d to %d without an event", k, turns[k-1].res.Anchor.Msg, got)
+		}
+		if k > 0 && got >= 0 && !bytes.Equal(request(turns[k-1].rendered[:got+1]), request(cur.rendered[:got+1])) {
+			t.Fatalf("turn %d: the prefix up to the anchor changed", k)
+		}
+	}
+	if anchored < len(turns)/2 {
+		t.Fatalf("only %d of %d requests had an anchor", anchored, len(turns))
+	}
+}

@@ -95,6 +95,16 @@ type View struct {
 	// this request (an idle gap past its lifetime, a model change): a fold
 	// now costs no extra re-write.
 	CacheCold bool
+	// Anchored is set when the provider serves its cache only at
+	// breakpoints the request marks (Anthropic), not from any shared prefix
+	// (OpenAI-style automatic caching). An event then re-writes everything
+	// after the last marked prefix it leaves intact: the host marks the end
+	// of the frozen region, Anchor, the last block folded before this
+	// request (-1: none; the system prompt is always marked). A change more
+	// than a few blocks before the newest message is otherwise re-written
+	// from the system prompt on.
+	Anchored bool
+	Anchor   int
 	// Resolve computes the digest cost of block k on first need. Digests are
 	// built lazily so a request far from any threshold never pays for them.
 	Resolve func(k int) int

@@ -43,6 +43,12 @@ type Model struct {
 // Known reports whether m names a model.
 func (m Model) Known() bool { return m.ID != "" }
 
+// CachesAtBreakpoints reports whether the provider serves its prompt cache
+// only at the cache_control breakpoints a request marks, up to 20 blocks
+// before one, rather than from any prefix a request shares with an earlier
+// one (Anthropic's Messages API).
+func (m Model) CachesAtBreakpoints() bool { return m.API == "anthropic-messages" }
+
 // DropsInvalidThinking reports whether the provider drops reasoning that
 // failed its prefix check instead of rejecting the request: Pi sends
 // block_binding drop_block only for the Anthropic models it marks, and

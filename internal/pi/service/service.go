@@ -493,6 +493,10 @@ type TurnResult struct {
 	Collisions []string        `json:"collisions,omitempty"`
 	Status     policy.Status   `json:"status"`
 	Footer     string          `json:"footer"`
+	// Anchor is the tool-call id of the result that ends the frozen region,
+	// for a provider that caches only at marked breakpoints: the adapter
+	// marks it, so the next fold event re-writes only what follows it.
+	Anchor string `json:"anchor,omitempty"`
 }
 
 // EventSummary describes a committed fold event.
@@ -540,6 +544,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		Reserve:      ss.compaction.Reserve(ss.model),
 		Cold:         ss.tm.Cold(),
 		CacheCold:    ss.tm.CacheCold(s.now().UnixMilli(), ss.conf.IdleFor(ss.tm.Provider())),
+		Anchored:     ss.model.CachesAtBreakpoints(),
 		Paused:       ss.tm.Bridged,
 		KnownVersion: ss.sentVersion, HaveVersion: !p.Full && ss.turns > 0,
 	}, &journal{s: s, ss: ss, ctx: ctx})
@@ -547,6 +552,9 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 	ss.status = res.Status
 	ss.window = p.Window
 	out := &TurnResult{Len: ss.eng.Len(), Version: res.Version, Status: res.Status, Collisions: res.Collisions}
+	if res.Anchor != nil && ss.model.CachesAtBreakpoints() {
+		out.Anchor = res.Anchor.CallID
+	}
 	if res.Rejected != nil {
 		out.Rejected = res.Rejected.Error()
 		s.log.Warn("fold event rejected; this request goes out with frozen folds only", "err", res.Rejected)

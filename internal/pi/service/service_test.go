@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -619,5 +620,45 @@ func TestStatusAfterResume(t *testing.T) {
 	call(t, c2, "status", map[string]any{}, &after)
 	if after.Blocks != before.Blocks-1 || after.Masked >= before.Masked {
 		t.Fatalf("after unfold: %d blocks, ~%d masked; before %d, ~%d", after.Blocks, after.Masked, before.Blocks, before.Masked)
+	}
+}
+
+// TestAnchorForBreakpointCaches: for an Anthropic model the turn names the
+// tool call whose result ends the frozen region, for the adapter to mark
+// with a cache breakpoint; for a provider that caches any shared prefix it
+// names none.
+func TestAnchorForBreakpointCaches(t *testing.T) {
+	for _, tc := range []struct {
+		api  string
+		want bool
+	}{{"anthropic-messages", true}, {"openai-responses", false}, {"openai-completions", false}} {
+		t.Run(tc.api, func(t *testing.T) {
+			c, _ := start(t)
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			model := map[string]any{"api": tc.api, "provider": "p", "id": "m"}
+			msgs := messages(30, "")
+			var first, second struct {
+				Event  *EventSummary
+				Anchor string
+			}
+			if err := call(t, c, "turn", map[string]any{"keep": 0, "append": msgs, "window": 16_000, "model": model}, &first); err != nil {
+				t.Fatal(err)
+			}
+			if first.Event == nil || first.Anchor != "" {
+				t.Fatalf("first turn: event %+v, anchor %q; want an event and no anchor (nothing was folded before it)", first.Event, first.Anchor)
+			}
+			more := []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[{"type":"toolCall","id":"c99","name":"bash","arguments":{"command":"ls"}}],"responseId":"r99","timestamp":99}`)}
+			if err := call(t, c, "turn", map[string]any{"keep": len(msgs), "append": more, "window": 16_000, "model": model}, &second); err != nil {
+				t.Fatal(err)
+			}
+			if got := second.Anchor != ""; got != tc.want {
+				t.Fatalf("second turn: anchor %q, want one: %v", second.Anchor, tc.want)
+			}
+			if tc.want && !regexp.MustCompile(`^c\d+$`).MatchString(second.Anchor) {
+				t.Fatalf("anchor %q is not a tool call id of the session", second.Anchor)
+			}
+		})
 	}
 }

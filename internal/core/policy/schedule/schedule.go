@@ -8,7 +8,10 @@
 //
 //   - cost K: the request that carries the event re-writes, at the
 //     cache-write price, everything from its earliest newly folded block to
-//     the end, instead of reading it at the cache-read price;
+//     the end, instead of reading it at the cache-read price; where the
+//     provider caches only at marked breakpoints (Anthropic), from the
+//     earlier of that block and the end of the frozen region the host
+//     marks (View.Anchor);
 //   - benefit: every later request reads the folded mass M fewer times, at
 //     the cache-read price r, so the requests still to come, R, must repay
 //     K: r·M·R > K. R is learned from the session so far: a session that
@@ -196,7 +199,14 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		return policy.Decision{Status: st}
 	}
 	// The event's extra cost K: re-write the (now smaller) suffix instead of
-	// reading it. Nothing extra when the cache is cold anyway.
+	// reading it. Nothing extra when the cache is cold anyway. A provider
+	// that caches only at marked breakpoints serves the event's request up
+	// to the anchor at most: the suffix starts after it.
+	if v.Anchored && earliest > v.Anchor+1 {
+		for i := v.Anchor + 1; i < earliest; i++ {
+			suffix += rendered(&v.Blocks[i])
+		}
+	}
 	cost := p.PriceWrite*float64(suffix-mass) - p.PriceRead*float64(suffix)
 	trigger := policy.Economic
 	if v.CacheCold {

@@ -247,3 +247,62 @@ func TestKeepTail(t *testing.T) {
 		}
 	}
 }
+
+// TestAnchoredPricing: where the provider caches only at marked breakpoints,
+// an event re-writes from the end of the frozen region the host marks, or,
+// with no mark, from the system prompt on: the schedule prices it so, and
+// waits for a bigger batch when the re-write is bigger.
+func TestAnchoredPricing(t *testing.T) {
+	// n requests; the oldest 40 results folded in an earlier event, their
+	// calls' 1,000-token texts (which never fold) left as they were.
+	build := func(n int, anchored bool, anchor int) policy.View {
+		v := session(n, 2_000, 20_000)
+		v.Anchored, v.Anchor = anchored, anchor
+		for i := range v.Blocks {
+			b := &v.Blocks[i]
+			if i > 80 {
+				break
+			}
+			switch b.Kind {
+			case block.ToolResult:
+				b.Frozen = true
+				v.LiveTokens -= b.Tokens - b.FoldedTokens
+			case block.Text:
+				v.LiveTokens += 1_000 - b.Tokens
+				b.Tokens, b.FoldedTokens = 1_000, 1_000
+			}
+		}
+		return v
+	}
+	mk := func(anchored bool, anchor int) policy.View { return build(80, anchored, anchor) }
+	frozenEnd := 80 // the 40th result: blocks are u, then (text, result) pairs
+	if b := mk(false, -1).Blocks[frozenEnd]; !b.Frozen || b.ID != "r:c39" {
+		t.Fatalf("setup: block %d is %+v", frozenEnd, b)
+	}
+	need := func(v policy.View) (int, policy.Decision) {
+		d := Economic{}.Conduct(&v)
+		return d.Status.StepTokens, d
+	}
+	prefix, _ := need(mk(false, -1))
+	marked, _ := need(mk(true, frozenEnd))
+	unmarked, _ := need(mk(true, -1))
+	if marked < prefix || marked > prefix*11/10 {
+		t.Errorf("marked frozen end: event needs %d, want about the prefix model's %d", marked, prefix)
+	}
+	if unmarked <= marked*12/10 {
+		t.Errorf("no mark: event needs %d, want well over the marked %d (it re-writes the frozen head too)", unmarked, marked)
+	}
+	// Somewhere in between, the same batch folds with the mark and waits without it.
+	for n := 41; n <= 200; n++ {
+		with, without := build(n, true, frozenEnd), build(n, true, -1)
+		dw, dwo := Economic{}.Conduct(&with), Economic{}.Conduct(&without)
+		if len(dwo.Fold) > 0 && len(dw.Fold) == 0 {
+			t.Fatalf("n=%d: folds without the mark but waits with it", n)
+		}
+		if len(dw.Fold) > 0 && len(dwo.Fold) == 0 {
+			t.Logf("n=%d: folds with the mark, waits without it", n)
+			return
+		}
+	}
+	t.Error("no session size where the mark lets an event pay that would not otherwise")
+}

@@ -48,6 +48,9 @@ func DefaultPolicies() []Policy {
 		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: SeedKnobs, Policy: ladder.Ladder{}, Reserve: PiReserve},
 		ContextFold{Label: "context-fold, Pi compacting only on overflow", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
 		ContextFold{Label: "context-fold, without the frozen-end breakpoint", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve, Unanchored: true},
+		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve},
+		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve, Lambda: 3_000},
+		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve, Lambda: 30_000},
 	}
 }
 

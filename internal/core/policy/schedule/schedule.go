@@ -131,19 +131,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		}
 		return b.Tokens
 	}
-	candidate := func(i int, intoTail bool) (int, bool) {
-		b := &v.Blocks[i]
-		if !maskableKind(b.Kind) || !b.Durable || !b.Foldable || b.Held || b.Frozen || i == n-1 {
-			return 0, false
-		}
-		if b.Protected && !intoTail && !b.Superseded {
-			return 0, false // superseded results are stale: the tail does not protect them
-		}
-		if f := v.Folded(i); f < b.Tokens {
-			return b.Tokens - f, true
-		}
-		return 0, false
-	}
+	candidate := func(i int, intoTail bool) (int, bool) { return candidate(v, i, intoTail) }
 
 	overBudget := used > v.Budget
 	st.OverBudget = overBudget
@@ -230,6 +218,38 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	st.LiveTokens = v.LiveTokens - mass
 	st.MaskableTokens = 0
 	return policy.Decision{Fold: ids, Trigger: trigger, Status: st}
+}
+
+// candidate reports whether block i may fold in an event, and how many
+// tokens folding it saves: a tool result or thinking that is durable,
+// foldable, not held, not yet frozen, not the newest block, outside the
+// protected tail unless superseded (or intoTail), and whose digest is
+// smaller.
+func candidate(v *policy.View, i int, intoTail bool) (int, bool) {
+	b := &v.Blocks[i]
+	if !maskableKind(b.Kind) || !b.Durable || !b.Foldable || b.Held || b.Frozen || i == len(v.Blocks)-1 {
+		return 0, false
+	}
+	if b.Protected && !intoTail && !b.Superseded {
+		return 0, false // superseded results are stale: the tail does not protect them
+	}
+	if f := v.Folded(i); f < b.Tokens {
+		return b.Tokens - f, true
+	}
+	return 0, false
+}
+
+// Offer returns the indexes in v.Blocks of the event the schedule has on
+// offer, oldest first (every candidate outside the tail and every
+// superseded result inside it), with what folding each saves: what an
+// economic event folds when it pays.
+func Offer(v *policy.View) (ks, saves []int) {
+	for i := range v.Blocks {
+		if s, ok := candidate(v, i, false); ok {
+			ks, saves = append(ks, i), append(saves, s)
+		}
+	}
+	return ks, saves
 }
 
 func reverse(s []string) {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/contextfold/contextfold/internal/core/block"
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/core/policy"
 	"github.com/contextfold/contextfold/internal/core/policy/schedule"
@@ -22,9 +23,12 @@ import (
 // dynamic program's simplifications:
 //   - the state after an event is the set of every block offered at or
 //     before it (a block once outside the tail stays out);
-//   - a request costs Anthropic's prefix-cache prices (write 1.25, read
-//     0.1): an event re-writes from the earliest message it changes, which
-//     with the frozen-end breakpoint is also what Anthropic's cache does;
+//   - a request costs Anthropic's prices under its cache's rules, with
+//     context-fold's breakpoint on the newest folded tool result (write
+//     1.25, read 0.1): a request without an event reads its predecessor
+//     and writes what it adds; an event re-writes from the earlier of the
+//     first message it changes and the message after that breakpoint (from
+//     the system prompt on before the first event);
 //   - requests must fit the budget without reaching into the tail; a trace
 //     where no timing does (or where Pi would compact) replays the shipped
 //     schedule instead, and Fallbacks counts it;
@@ -89,6 +93,7 @@ type offered struct {
 type offer struct {
 	id        string
 	msg, save int
+	result    bool // a tool result (else thinking)
 }
 
 func (r *offered) Conduct(v *policy.View) policy.Decision {
@@ -97,7 +102,8 @@ func (r *offered) Conduct(v *policy.View) policy.Decision {
 	}
 	ks, saves := schedule.Offer(v)
 	for i, k := range ks {
-		r.at[v.Requests] = append(r.at[v.Requests], offer{v.Blocks[k].ID, v.Blocks[k].Msg, saves[i]})
+		b := &v.Blocks[k]
+		r.at[v.Requests] = append(r.at[v.Requests], offer{b.ID, b.Msg, saves[i], b.Kind == block.ToolResult})
 	}
 	return policy.Decision{}
 }
@@ -122,6 +128,7 @@ type timing struct {
 	msgs      [][]int // per state j: the messages of the blocks offered by j, sorted
 	saved     [][]int // per state j: running savings over msgs[j]
 	hiddenAt  [][]int // per request: sorted states from which a reference of its action is hidden
+	anchor    []int   // per state j: the message of the newest tool result folded, -1 if none
 	budget    int
 	lambda    float64
 }
@@ -160,7 +167,8 @@ func (p Optimum) model(t *Trace, window int) (*timing, bool) {
 	firstOffered := map[int]int{}
 	var cum []offer
 	m.newAt = make([]int, K)
-	m.msgs, m.saved = make([][]int, K), make([][]int, K)
+	m.msgs, m.saved, m.anchor = make([][]int, K), make([][]int, K), make([]int, K)
+	anchor := -1
 	for k := 0; k < K; k++ {
 		m.newAt[k] = math.MaxInt
 		if k < len(rec.at) {
@@ -169,12 +177,16 @@ func (p Optimum) model(t *Trace, window int) (*timing, bool) {
 					seen[o.id] = true
 					cum = append(cum, o)
 					m.newAt[k] = min(m.newAt[k], o.msg)
+					if o.result {
+						anchor = max(anchor, o.msg)
+					}
 				}
 				if _, ok := firstOffered[o.msg]; !ok {
 					firstOffered[o.msg] = k
 				}
 			}
 		}
+		m.anchor[k] = anchor
 		sorted := append([]offer(nil), cum...)
 		sort.Slice(sorted, func(a, b int) bool { return sorted[a].msg < sorted[b].msg })
 		m.msgs[k], m.saved[k] = make([]int, len(sorted)), make([]int, len(sorted)+1)
@@ -253,7 +265,14 @@ func (m *timing) event(k, j, earliest int) (float64, bool) {
 	if size > m.budget {
 		return 0, false
 	}
-	r := m.msgBefore[earliest] - m.savedBefore(j, earliest)
+	// Anthropic's cache serves the event's request up to the breakpoint on
+	// the newest folded tool result at most (only the system prompt before
+	// the first event).
+	upto := 0
+	if j >= 0 && m.anchor[j] >= 0 {
+		upto = min(earliest, m.anchor[j]+1)
+	}
+	r := m.msgBefore[upto] - m.savedBefore(j, upto)
 	return optRead*float64(r) + optWrite*float64(size-r) + m.hidden(k, k), true
 }
 

@@ -31,7 +31,7 @@ import (
 //     the system prompt on before the first event);
 //   - requests must fit the budget without reaching into the tail; a trace
 //     where no timing does (or where Pi would compact) replays the shipped
-//     schedule instead, and Fallbacks counts it;
+//     schedule instead, and says so (Replay.Substituted);
 //   - output and side calls, equal for every timing, are left out.
 type Optimum struct {
 	Knobs   policy.Knobs
@@ -43,9 +43,6 @@ type Optimum struct {
 	// result holding it is folded and no other message holds it (a digest
 	// that shows it is not credited); the replay counts it exactly.
 	Lambda float64
-	// Fallbacks counts traces replayed with the shipped schedule because the
-	// family had no feasible timing (read after a run; not concurrency-safe).
-	Fallbacks *int
 }
 
 // Name implements Policy.
@@ -62,11 +59,10 @@ func (p Optimum) Replay(t *Trace, window int, obs Observer) Replay {
 	pol := policy.Policy(oracle{events: events})
 	if !ok {
 		pol = schedule.Economic{}
-		if p.Fallbacks != nil {
-			*p.Fallbacks++
-		}
 	}
-	return ContextFold{Knobs: p.Knobs, Policy: pol, Reserve: p.Reserve}.Replay(t, window, obs)
+	r := ContextFold{Knobs: p.Knobs, Policy: pol, Reserve: p.Reserve}.Replay(t, window, obs)
+	r.Substituted = !ok
+	return r
 }
 
 // oracle folds what the schedule has on offer at the given requests.

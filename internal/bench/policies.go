@@ -38,6 +38,9 @@ type Replay struct {
 	Bounded int
 	// StepTimes are the engine's per-request times (context-fold only).
 	StepTimes []time.Duration
+	// Substituted is set when the policy could not run on this trace as
+	// itself and replayed the shipped schedule instead (Optimum).
+	Substituted bool
 }
 
 // Policy is one context-management strategy under test. Replay calls obs,

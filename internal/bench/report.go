@@ -49,6 +49,9 @@ func (rep *Report) Markdown(w io.Writer) {
 			if !r.Feasible {
 				feas = fmt.Sprintf("**no**: %d requests over the window", r.Usage.OverWindow)
 			}
+			if r.Substituted > 0 {
+				feas += fmt.Sprintf("; the shipped schedule on %d sessions, where no timing fits", r.Substituted)
+			}
 			fmt.Fprintf(w, "| %s | %.3f | %s | %.3f | %s | %s | %s | %d | %d | %d | %s | %s | %s |\n", r.Policy,
 				r.Relative[Anthropic.Name], relative(r, AnthropicBreakpoints.Name), r.Relative[OpenAI.Name], tk(float64(r.Usage.Input)),
 				tk(float64(r.Usage.Peak)), tk(r.Usage.Mean()), r.Usage.Breaks, r.Events, r.Compactions, vis, fold, feas)

@@ -75,10 +75,13 @@ type Result struct {
 	Events         int `json:"events"`
 	Compactions    int `json:"compactions"`
 	// Bounded counts results delivered as a bounded view on first delivery.
-	Bounded  int     `json:"bounded,omitempty"`
-	Feasible bool    `json:"feasible"`
-	StepP50  float64 `json:"stepP50Micros,omitempty"`
-	StepP99  float64 `json:"stepP99Micros,omitempty"`
+	Bounded  int  `json:"bounded,omitempty"`
+	Feasible bool `json:"feasible"`
+	// Substituted counts sessions the policy replayed as the shipped
+	// schedule, having no run of its own there (Replay.Substituted).
+	Substituted int     `json:"substituted,omitempty"`
+	StepP50     float64 `json:"stepP50Micros,omitempty"`
+	StepP99     float64 `json:"stepP99Micros,omitempty"`
 	// Hidden references (see refs.go): of the references the actions used
 	// that came from the context, how many the requests did not show; the
 	// requests with one; the sessions with one; the cost of one recall
@@ -337,6 +340,9 @@ func (r *Result) add(u, ub *Usage, rp *Replay) {
 	r.Compactions += rp.Compactions
 	r.Bounded += rp.Bounded
 	r.steps = append(r.steps, rp.StepTimes...)
+	if rp.Substituted {
+		r.Substituted++
+	}
 }
 
 // finish prices the results and normalizes them to the first (raw).

@@ -36,6 +36,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	trace := fs.String("trace", "", "write every request each policy sends, per trajectory, to `dir`/<policy>-<window>/<family>/<name>.jsonl.gz")
 	tracePolicies := fs.String("trace-policies", "", "with -trace, only these policies (comma-separated names as the report prints them; default is the shipped one)")
 	samples := fs.Int("samples", 0, "print up to `n` hidden references per policy and window, for review")
+	synthetic := fs.Int("synthetic", 0, "also replay `n` generated long Claude Code-shaped sessions (docs/DEVELOPMENT.md); alone when no trajectory is named")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
 	}
@@ -56,14 +57,23 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, "bench", "%v", err)
 		}
 	}
+	if *synthetic < 0 {
+		return usageError(stderr, "bench", "-synthetic %d: want a count", *synthetic)
+	}
 	paths := fs.Args()
-	if len(paths) == 0 {
+	if len(paths) == 0 && *synthetic == 0 {
 		paths = []string{"testdata/trajectories"}
 	}
-	traces, err := bench.LoadAll(paths, *system)
-	if err != nil {
-		fmt.Fprintln(stderr, "contextfold bench:", err)
-		return 1
+	var traces []*bench.Trace
+	if len(paths) > 0 {
+		if traces, err = bench.LoadAll(paths, *system); err != nil {
+			fmt.Fprintln(stderr, "contextfold bench:", err)
+			return 1
+		}
+	}
+	traces = append(traces, bench.Synthetic(*synthetic, *system)...)
+	if len(paths) == 0 {
+		paths = []string{"the generated sessions"}
 	}
 	switch *half {
 	case bench.HalfNames[bench.Tune]:

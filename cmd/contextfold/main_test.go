@@ -142,3 +142,25 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version extra: %d", code)
 	}
 }
+
+// TestBenchSynthetic: -synthetic n replays n generated Claude Code-shaped
+// sessions, alone or beside named trajectories; a negative count is a
+// usage error.
+func TestBenchSynthetic(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "-quiet", "-synthetic", "2", "-window", "200000"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "2 sessions") || !strings.Contains(out.String(), "| synthetic-claude-code |") {
+		t.Fatalf("report:\n%.2000s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"bench", "-quiet", "-synthetic", "1", "-window", "200000", "../../testdata/trajectories/swe-agent"}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "| synthetic-claude-code |") || !strings.Contains(out.String(), "| swe-agent |") {
+		t.Fatalf("beside a trajectory: %d\n%.2000s", code, out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "-synthetic", "-1"}, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("negative count: %d %q", code, errb.String())
+	}
+}

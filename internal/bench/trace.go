@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/contextfold/contextfold/internal/bench/synth"
 	"github.com/contextfold/contextfold/internal/bench/trajectory"
 	"github.com/contextfold/contextfold/internal/core/block"
 	"github.com/contextfold/contextfold/internal/core/risk"
@@ -78,6 +79,19 @@ func LoadAll(paths []string, systemTokens int) ([]*Trace, error) {
 	}
 	return traces, nil
 }
+
+// Synthetic returns n generated long Claude Code-shaped sessions
+// (package synth), the same n for every call.
+func Synthetic(n, systemTokens int) []*Trace {
+	out := make([]*Trace, n)
+	for i := range out {
+		out[i] = Prepare(fmt.Sprintf("session-%03d", i), synth.Family, synth.Session(SyntheticSeed, i), systemTokens)
+	}
+	return out
+}
+
+// SyntheticSeed seeds the generated sessions.
+const SyntheticSeed = 30
 
 // Prepare builds a trace from trajectory messages.
 func Prepare(name, family string, ms []trajectory.Message, systemTokens int) *Trace {

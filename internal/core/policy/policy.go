@@ -22,8 +22,8 @@ type Knobs struct {
 // DefaultKnobs are the shipped defaults. The tail was chosen on the tune
 // half of the bench: the cheapest with one recall priced per request that
 // hid a reference, among tails that hide under 1 % of the references the
-// agent's next action takes from the context (5k hides 1.9 %, 10k 0.64 %,
-// 20k, the seed design's, 0.43 %; BENCHMARKS.md).
+// agent's next action takes from the context (5k hides 1.8 %, 10k 0.65 %,
+// 20k, the seed design's, 0.42 %; BENCHMARKS.md).
 var DefaultKnobs = Knobs{
 	FoldAt:         0.45,
 	FoldStep:       0.12,

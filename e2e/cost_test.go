@@ -9,7 +9,7 @@ import (
 // real Pi against the strict Anthropic fake, whose prompt cache follows
 // Anthropic's rules (reads only at cache_control breakpoints or up to 20
 // blocks before one, at most four breakpoints, a minimum prefix), at a
-// 200k window with Pi's default compaction settings: once with
+// 100k window with Pi's default compaction settings: once with
 // context-fold, once without. With it the session's input costs less, and
 // after the first fold event Pi's three breakpoints carry a fourth, on the
 // end of the frozen region, so each later event re-writes only what follows
@@ -26,7 +26,9 @@ func TestLongSessionCostsLessAgainstAnthropicsCache(t *testing.T) {
 		events              int
 	}
 	do := func(fold bool) run {
-		cfg := Config{Script: &LongSession{Steps: 300, SkipRecall: true, SkipUnfold: true}, Model: "fakeanth/fake-claude", ContextWindow: 200_000, Timeout: 8 * 60e9}
+		// 2 KB a step at a 100k window: the same shape as 4 KB at 200k, at
+		// half the bytes for the fake to hash under -race.
+		cfg := Config{Script: &LongSession{Steps: 300, SkipRecall: true, SkipUnfold: true}, Model: "fakeanth/fake-claude", ContextWindow: 100_000, GenLines: 20, Timeout: 8 * 60e9}
 		if fold {
 			cfg = WithContextFold(t, cfg)
 		}

@@ -131,7 +131,6 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		}
 		return b.Tokens
 	}
-	candidate := func(i int, intoTail bool) (int, bool) { return candidate(v, i, intoTail) }
 
 	overBudget := used > v.Budget
 	st.OverBudget = overBudget
@@ -149,7 +148,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 		if maskableKind(b.Kind) {
 			foldable += b.Tokens
 		}
-		if s, ok := candidate(i, false); ok {
+		if s, ok := candidate(v, i, false); ok {
 			mass += s
 			earliest, suffix = i, running
 			ids = append(ids, b.ID)
@@ -170,7 +169,7 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 			if !v.Blocks[i].Protected || v.Blocks[i].Superseded {
 				continue
 			}
-			if s, ok := candidate(i, true); ok {
+			if s, ok := candidate(v, i, true); ok {
 				ids = append(ids, v.Blocks[i].ID)
 				saved += s
 				intoTail = true

@@ -16,11 +16,13 @@ import (
 
 // foldTurns and foldLines shape the folding sessions: 60 shell turns of
 // 80-line outputs (~6.6 KB, under recall's whole-read cap; ~100k tokens in
-// all), through a proxy folding for a window of foldWindow tokens.
+// all), through a proxy folding for a window of foldWindow tokens, small
+// enough that the first fold (at 45 % of it) comes with half the session
+// still to repay its cache re-write.
 const (
 	foldTurns  = 60
 	foldLines  = 80
-	foldWindow = "200000"
+	foldWindow = "100000"
 )
 
 var foldTag = regexp.MustCompile(`\{#([0-9a-z]+) FOLDED\}`)

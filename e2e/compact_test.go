@@ -122,6 +122,10 @@ func TestNativeCompactionStillAvailable(t *testing.T) {
 	}
 }
 
+// openEnvelope lets a short session at a large window fold as the cost-first
+// schedule did: a 10k tail, and no envelope to speak of.
+var openEnvelope = map[string]string{"CONTEXTFOLD_TAIL": "10000", "CONTEXTFOLD_FOLD_AT": "0.01", "CONTEXTFOLD_FOLD_STEP": "0.01"}
+
 // TestHandoffAndParentCodes: /fold-handoff in RPC mode writes the seed; once
 // confirmed, the fresh session's first request carries it, and a code from
 // the parent session resolves there.
@@ -129,8 +133,9 @@ func TestHandoffAndParentCodes(t *testing.T) {
 	ls := &LongSession{Steps: 30, SkipRecall: true, SkipUnfold: true}
 	script := &recaller{LongSession: ls}
 	// Compaction only on request, keeping little, for the fresh session's
-	// two compactions below.
-	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000}))
+	// two compactions below; a small tail and an open envelope, so that
+	// the parent folds many blocks in 30 steps.
+	env := NewEnv(t, WithContextFold(t, Config{Script: script, Compaction: &Compaction{Enabled: false, ReserveTokens: 1000, KeepRecentTokens: 2000}, ContextWindow: 200_000, Env: openEnvelope}))
 	var confirmed int
 	rpc := env.StartRPC(RPCOptions{OnDialog: func(r UIRequest) UIResponse {
 		if r.Method == "confirm" {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,8 +25,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	window := fs.Int("window", 0, "a single window (overrides -windows)")
 	out := fs.String("out", "", "write report.md, report.json and SVG charts to this folder")
 	asJSON := fs.Bool("json", false, "print the report as JSON on stdout")
-	sweep := fs.Bool("sweep", false, "sweep the schedule's headroom and minimum event size and print every setting's cost")
+	sweep := fs.Bool("sweep", false, "sweep the digest's room for error lines, and the cost-first schedule's headroom and minimum event size, and print every setting's cost")
 	sweepLadder := fs.Bool("sweep-ladder", false, "sweep the ladder profile's fold-at, step and tail and print the best settings per window")
+	sweepFidelity := fs.Bool("sweep-fidelity", false, "sweep the schedule's tail, first-fold gate and headroom and print each setting's cost and hidden references against the seed profile's")
 	half := fs.String("half", "all", "replay only one half of the fixed tune/test split: tune, test or all")
 	system := fs.Int("system-tokens", bench.DefaultSystemTokens, "fixed system prompt and tool list, in tokens")
 	write := fs.Float64("price-write", bench.Anthropic.CacheWrite, "Anthropic-style cache-write price (input = 1)")
@@ -101,6 +103,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *sweepLadder {
 		return runLadderSweep(traces, opt, stdout)
+	}
+	if *sweepFidelity {
+		return runFidelitySweep(traces, opt, stdout)
 	}
 	rep, err := bench.Run(traces, opt)
 	if err != nil {
@@ -202,29 +207,32 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	for _, room := range []int{800, 1600, 2400, 3200, 4800} {
 		lim := digest.DefaultLimits
 		lim.MaxChars = room
-		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest room=%d", room), Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Limits: lim, Reserve: bench.PiReserve})
+		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("digest room=%d", room), Knobs: policy.DefaultKnobs, Policy: schedule.Default, Limits: lim, Reserve: bench.PiReserve})
 	}
 	clips := len(pols) - 1
+	// The cost-first schedule (bench.CostFirst: no envelope, urgent events
+	// that reach into the tail), over its urgent headroom and least event.
 	for _, h := range []float64{0.15, 0.3, 0.5, 0.7} {
 		for _, m := range []float64{0.01, 0.02, 0.05, 0.1} {
+			e := bench.CostFirst
+			e.Headroom, e.MinMass = h, m
 			pols = append(pols, bench.ContextFold{
 				Label:   fmt.Sprintf("headroom=%.2f min-mass=%.2f", h, m),
-				Knobs:   policy.DefaultKnobs,
-				Policy:  schedule.Economic{Headroom: h, MinMass: m},
+				Knobs:   bench.CostFirstKnobs,
+				Policy:  e,
 				Reserve: bench.PiReserve,
 			})
 		}
 	}
-	// The protected tail: urgent events that never reach into it, at the
-	// default headroom and event size, and smaller tails.
-	d := schedule.Default
-	pols = append(pols, bench.ContextFold{Label: "keep-tail", Knobs: policy.DefaultKnobs,
-		Policy: schedule.Economic{Headroom: d.Headroom, MinMass: d.MinMass, KeepTail: true}, Reserve: bench.PiReserve})
+	// Its protected tail: urgent events that never reach into it, and
+	// other tails.
+	keep := bench.CostFirst
+	keep.KeepTail = true
+	pols = append(pols, bench.ContextFold{Label: "keep-tail", Knobs: bench.CostFirstKnobs, Policy: keep, Reserve: bench.PiReserve})
 	for _, tail := range []int{5_000, 20_000} {
-		k := policy.DefaultKnobs
+		k := bench.CostFirstKnobs
 		k.Tail = tail
-		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("tail=%dk", tail/1000), Knobs: k,
-			Policy: schedule.Economic{Headroom: d.Headroom, MinMass: d.MinMass}, Reserve: bench.PiReserve})
+		pols = append(pols, bench.ContextFold{Label: fmt.Sprintf("tail=%dk", tail/1000), Knobs: k, Policy: bench.CostFirst, Reserve: bench.PiReserve})
 	}
 	opt.Policies = pols
 	rep, err := bench.Run(traces, opt)
@@ -265,7 +273,7 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	}
 	rows = rows[clips:]
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].mean < rows[j].mean })
-	fmt.Fprintf(stdout, "\ncost relative to raw (Anthropic/OpenAI), with one recall round trip per request that hid a reference, and the share of context references hidden; best first by the mean cost with recalls; default %s\n", defaultLabel())
+	fmt.Fprintf(stdout, "\ncost relative to raw (Anthropic/OpenAI), with one recall round trip per request that hid a reference, and the share of context references hidden; best first by the mean cost with recalls; the cost-first schedule's own setting %s\n", defaultLabel())
 	for _, r := range rows {
 		mark := ""
 		if r.infeasible {
@@ -276,6 +284,7 @@ func runSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
 	return 0
 }
 
+// defaultLabel names the cost-first schedule's own setting in -sweep's grid.
 func defaultLabel() string {
 	d := schedule.Default
 	return fmt.Sprintf("headroom=%.2f min-mass=%.2f", d.Headroom, d.MinMass)
@@ -326,6 +335,123 @@ func runLadderSweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) 
 		fmt.Fprintf(stdout, "best: %s\n\n", rs[0].Policy)
 	}
 	return 0
+}
+
+// fidelityGrid is the family runFidelitySweep searches: the cost-aware
+// schedule with a protected tail, an envelope (no event before FoldAt of
+// the window, none smaller than FoldStep of it; FoldAt 0 is none; the
+// seed ladder's is 0.45 and 0.12), and urgent events that reach into the
+// tail or not (Economic.KeepTail).
+var fidelityGrid = struct {
+	Tails    []int
+	FoldAts  []float64
+	Steps    []float64
+	KeepTail []bool
+}{
+	Tails:    []int{10_000, 20_000, 30_000, 40_000, 60_000},
+	FoldAts:  []float64{0, 0.25, 0.35, 0.45},
+	Steps:    []float64{0.02, 0.12},
+	KeepTail: []bool{false, true},
+}
+
+// runFidelitySweep replays the schedule over fidelityGrid beside the seed
+// profile and prints, per window, every setting's cost under Anthropic's
+// cache rules (with one recall per request that hid a reference), its
+// hidden references, whether it is feasible, whether it hides no more than
+// the seed profile (share of references and requests with one), and
+// whether it is on the cost-fidelity frontier (no setting is both cheaper
+// and hides fewer). Last, the cheapest setting that meets the seed
+// profile's bound at every window but the smallest.
+func runFidelitySweep(traces []*bench.Trace, opt bench.Options, stdout io.Writer) int {
+	const seedName = "seed profile (ladder)"
+	pols := []bench.Policy{bench.Raw{}, bench.ContextFold{Label: seedName, Knobs: bench.SeedKnobs, Policy: ladder.Ladder{}, Reserve: bench.PiReserve}}
+	d := schedule.Default
+	for _, keep := range fidelityGrid.KeepTail {
+		for _, step := range fidelityGrid.Steps {
+			for _, tail := range fidelityGrid.Tails {
+				for _, at := range fidelityGrid.FoldAts {
+					if at == 0 && step != fidelityGrid.Steps[0] {
+						continue // no envelope: the step does not apply
+					}
+					k := policy.DefaultKnobs
+					k.Tail, k.FoldAt, k.FoldStep = tail, at, step
+					e := d
+					e.Envelope, e.KeepTail = at > 0, keep
+					pols = append(pols, bench.ContextFold{Label: fidelityLabel(k, e), Knobs: k, Policy: e, Reserve: bench.PiReserve})
+				}
+			}
+		}
+	}
+	opt.Policies = pols
+	rep, err := bench.Run(traces, opt)
+	if err != nil {
+		fmt.Fprintln(stdout, "contextfold bench:", err)
+		return 1
+	}
+	price := bench.AnthropicBreakpoints.Name
+	meetsAll := map[string]bool{}
+	cost := map[string]float64{}
+	for _, p := range pols[2:] {
+		meetsAll[p.Name()] = true
+	}
+	fmt.Fprintf(stdout, "%d sessions; cost relative to raw under Anthropic's cache rules, with recalls; hidden references (share, requests with one per 100); default %s\n", rep.Traces, fidelityLabel(policy.DefaultKnobs, d))
+	for wi, win := range rep.Windows {
+		seed := win.Overall[1]
+		rs := append([]*bench.Result(nil), win.Overall[1:]...)
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Relative[price] < rs[j].Relative[price] })
+		fmt.Fprintf(stdout, "\nwindow %dk (= meets the seed profile's bound, * on the frontier)\n", win.Window/1000)
+		best := math.Inf(1) // least hidden share among cheaper settings
+		for _, r := range rs {
+			meets := r.HiddenShare() <= seed.HiddenShare() && r.PerHundred() <= seed.PerHundred()
+			mark := " "
+			if meets {
+				mark = "="
+			}
+			front := " "
+			if r.Feasible && r.HiddenShare() < best {
+				front, best = "*", r.HiddenShare()
+			}
+			feas := ""
+			if !r.Feasible {
+				feas = " (not feasible)"
+			}
+			fmt.Fprintf(stdout, "%s%s %-34s %.3f (%.3f)  %5d %.2f%% (%.1f)%s\n", mark, front, r.Policy, r.Relative[price], r.WithRecalls[price], r.RefsHidden, 100*r.HiddenShare(), r.PerHundred(), feas)
+			if r.Policy == seedName {
+				continue
+			}
+			// The bound holds at the large windows; at the smallest the
+			// setting must be feasible and hide no more.
+			if !meets || !r.Feasible {
+				meetsAll[r.Policy] = false
+			}
+			if wi < len(rep.Windows)-1 || len(rep.Windows) == 1 {
+				cost[r.Policy] += r.Relative[price]
+			}
+		}
+	}
+	var pick string
+	for _, p := range pols[2:] {
+		if n := p.Name(); meetsAll[n] && (pick == "" || cost[n] < cost[pick]) {
+			pick = n
+		}
+	}
+	if pick == "" {
+		fmt.Fprintln(stdout, "\nno setting meets the seed profile's bound at every window")
+		return 0
+	}
+	fmt.Fprintf(stdout, "\ncheapest setting that meets the seed profile's bound at every window: %s\n", pick)
+	return 0
+}
+
+func fidelityLabel(k policy.Knobs, e schedule.Economic) string {
+	s := fmt.Sprintf("tail=%dk", k.Tail/1000)
+	if e.Envelope {
+		s += fmt.Sprintf(" fold-at=%.2f step=%.2f", k.FoldAt, k.FoldStep)
+	}
+	if e.KeepTail {
+		s += " keep-tail"
+	}
+	return s
 }
 
 // checkPolicyNames refuses a -trace-policies name the report does not

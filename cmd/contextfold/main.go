@@ -90,7 +90,7 @@ func commands() []command {
 			"Bench replays agent trajectories (directories or .jsonl files; testdata/trajectories when none " +
 				"is named) through every context policy at each window, prices every request with prompt " +
 				"caching, and prints a Markdown report (JSON with -json). -out writes the report, its JSON and " +
-				"SVG charts; -sweep and -sweep-ladder print parameter grids instead.",
+				"SVG charts; -sweep-fidelity, -sweep and -sweep-ladder print parameter grids instead.",
 			benchCmd},
 		{"inspect", []form{{"[-json] [-store dir] [session]", "report a session's fold events, codes and recall check"}},
 			"Inspect reads a Pi session or a conversation contextfold proxy folded and reports its fold " +

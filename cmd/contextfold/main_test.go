@@ -6,9 +6,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/core/version"
 	"github.com/contextfold/contextfold/internal/pi/protocol"
 )
@@ -81,7 +84,7 @@ func TestBenchSweepAndHalves(t *testing.T) {
 	if code := run([]string{"bench", "-quiet", "-sweep", "-half", "tune", "-window", "32000", "../../testdata/trajectories"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"4 sessions", "digest room=3200 ", "default room=3200", "headroom=0.50 min-mass=0.02 ", "default headroom=0.50 min-mass=0.02"} {
+	for _, want := range []string{"4 sessions", "digest room=3200 ", "default room=3200", "headroom=0.50 min-mass=0.02 ", "own setting headroom=0.50 min-mass=0.02"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("sweep output lacks %q:\n%s", want, out.String())
 		}
@@ -90,6 +93,24 @@ func TestBenchSweepAndHalves(t *testing.T) {
 	if code := run([]string{"bench", "-quiet", "-sweep-ladder", "-window", "32000", "../../testdata/trajectories/swe-agent"}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "seed defaults: ") || !strings.Contains(out.String(), "best: at=") {
 		t.Fatalf("ladder sweep: %d\n%s", code, out.String())
+	}
+	// The fidelity sweep marks what keeps the seed profile's bound (the
+	// seed profile itself always does) and names the cheapest such setting;
+	// the shipped default is in the grid.
+	out.Reset()
+	if code := run([]string{"bench", "-quiet", "-sweep-fidelity", "-windows", "128000,32000", "../../testdata/trajectories/swe-agent"}, &out, &errb); code != 0 {
+		t.Fatalf("fidelity sweep: exit %d: %s", code, errb.String())
+	}
+	def := fidelityLabel(policy.DefaultKnobs, schedule.Default)
+	for _, want := range []string{"window 128k", "window 32k", "seed profile (ladder)", "default " + def, "cheapest setting that meets the seed profile's bound at every window: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("fidelity sweep output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, name := range []string{"seed profile (ladder)", def} {
+		if n := len(regexp.MustCompile(`(?m)^=[ *] `+regexp.QuoteMeta(name)+` `).FindAllString(out.String(), -1)); n != 2 {
+			t.Errorf("%s keeps the bound at %d windows, want both:\n%s", name, n, out.String())
+		}
 	}
 	// One trajectory per family: every one of them is in the tune half.
 	errb.Reset()

@@ -144,7 +144,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 		defer st.Close()
-		folder := proxy.NewFolder(st, schedule.Economic{}, *window, log)
+		folder := proxy.NewFolder(st, schedule.Default, *window, log)
 		folder.MaxHeld = *maxMemory
 		defer folder.Close()
 		cfg.Folder = folder

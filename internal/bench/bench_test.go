@@ -201,14 +201,18 @@ func loadDir(t *testing.T, dir string) []*Trace {
 	return traces
 }
 
-// TestShippedDefaultIsCheapest replays the bundled sample (and, when
-// CONTEXTFOLD_BENCH names the benchmark set, the whole set) and checks
-// issue 6's bar: at every window and under every price model (Anthropic's
-// prices under its own cache rules and under a prefix cache, OpenAI's) the shipped
-// policy costs less than every other feasible policy, keeps every folded
-// block recoverable and, on the whole set, keeps at least 95 % of the
-// distinct error lines of folded blocks visible whole.
-func TestShippedDefaultIsCheapest(t *testing.T) {
+// TestShippedDefaultKeepsTheFidelityBound replays the bundled sample (and,
+// when CONTEXTFOLD_BENCH names the benchmark set, the whole set) and checks
+// issue 30's bar, fidelity as the constraint: at every window, overall and
+// on each half, the shipped policy is feasible, keeps every folded block
+// recoverable, hides no larger share of the references the agent's next
+// action takes from the context than the seed profile, in no more requests,
+// and costs no more than it, with and without one recall priced per such
+// request, under every price model. On the whole set it also keeps at least
+// 95 % of the distinct error lines of folded blocks visible whole. (Which
+// setting is the cheapest that keeps the bound is contextfold bench
+// -sweep-fidelity's to show; BENCHMARKS.md.)
+func TestShippedDefaultKeepsTheFidelityBound(t *testing.T) {
 	sets := map[string]string{"sample": "../../testdata/trajectories"}
 	if root := os.Getenv("CONTEXTFOLD_BENCH"); root != "" {
 		sets["bench"] = filepath.Join(root, "trajectories")
@@ -220,32 +224,25 @@ func TestShippedDefaultIsCheapest(t *testing.T) {
 		}
 		for _, win := range rep.Windows {
 			shipped := win.Overall[5]
-			if shipped.Policy != "context-fold" {
-				t.Fatalf("policy 5 is %q", shipped.Policy)
+			if shipped.Policy != "context-fold" || !strings.HasPrefix(win.Overall[6].Policy, "context-fold seed defaults") {
+				t.Fatalf("policies 5 and 6 are %q and %q", shipped.Policy, win.Overall[6].Policy)
 			}
 			if !shipped.Feasible || shipped.Recoverable != shipped.Folded {
 				t.Errorf("%s %dk: feasible %v, %d of %d folded blocks recoverable", name, win.Window/1000, shipped.Feasible, shipped.Recoverable, shipped.Folded)
 			}
-			// Cheapest among the feasible policies, with and without one
-			// priced recall per request that hid a reference: overall and on
-			// the test half. The rows named "context-fold, …" are the same
-			// policy under other Pi settings: reported, not raced.
-			for h, rs := range map[string][]*Result{"all": win.Overall, "test half": win.Halves[Test]} {
+			for h, rs := range map[string][]*Result{"all": win.Overall, "tune half": win.Halves[Tune], "test half": win.Halves[Test]} {
 				if len(rs) == 0 || rs[5].Sessions == 0 {
 					continue
 				}
-				me := rs[5]
-				for _, r := range rs {
-					if r == me || !r.Feasible || strings.HasPrefix(r.Policy, "context-fold,") {
-						continue
-					}
-					for _, p := range []Prices{AnthropicBreakpoints, Anthropic, OpenAI} {
-						if me.Relative[p.Name] >= r.Relative[p.Name] {
-							t.Errorf("%s %dk %s %s: shipped %.3f is not cheaper than %s %.3f", name, win.Window/1000, h, p.Name, me.Relative[p.Name], r.Policy, r.Relative[p.Name])
-						}
-						if me.WithRecalls[p.Name] >= r.WithRecalls[p.Name] {
-							t.Errorf("%s %dk %s %s with recalls: shipped %.3f is not cheaper than %s %.3f", name, win.Window/1000, h, p.Name, me.WithRecalls[p.Name], r.Policy, r.WithRecalls[p.Name])
-						}
+				me, seed := rs[5], rs[6]
+				if me.HiddenShare() > seed.HiddenShare() || me.PerHundred() > seed.PerHundred() {
+					t.Errorf("%s %dk %s: shipped hides %d references (%.2f %%, %.1f requests in 100), the seed profile %d (%.2f %%, %.1f)", name, win.Window/1000, h,
+						me.RefsHidden, 100*me.HiddenShare(), me.PerHundred(), seed.RefsHidden, 100*seed.HiddenShare(), seed.PerHundred())
+				}
+				for _, p := range []Prices{AnthropicBreakpoints, Anthropic, OpenAI} {
+					if me.Relative[p.Name] > seed.Relative[p.Name] || me.WithRecalls[p.Name] > seed.WithRecalls[p.Name] {
+						t.Errorf("%s %dk %s %s: shipped costs %.4f (%.4f with recalls), the seed profile %.4f (%.4f)", name, win.Window/1000, h, p.Name,
+							me.Relative[p.Name], me.WithRecalls[p.Name], seed.Relative[p.Name], seed.WithRecalls[p.Name])
 					}
 				}
 			}

@@ -58,7 +58,7 @@ func (p Optimum) Replay(t *Trace, window int, obs Observer) Replay {
 	events, ok := p.Plan(t, window)
 	pol := policy.Policy(oracle{events: events})
 	if !ok {
-		pol = schedule.Economic{}
+		pol = schedule.Default
 	}
 	r := ContextFold{Knobs: p.Knobs, Policy: pol, Reserve: p.Reserve}.Replay(t, window, obs)
 	r.Substituted = !ok

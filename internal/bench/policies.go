@@ -515,7 +515,7 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 				est += t.Tokens[i]
 			}
 			for _, size := range []int{after, est} {
-				if size > window-c.Reserve && !engine.FoldInstead("threshold", size, e.Foldable(), window, p.Reserve) && compact(size) {
+				if size > window-c.Reserve && !engine.FoldInstead("threshold", size, e.Foldable(window, p.Reserve), window, p.Reserve) && compact(size) {
 					break
 				}
 			}

@@ -36,6 +36,14 @@ type Options struct {
 // with its 20k tail.
 var SeedKnobs = func() policy.Knobs { k := policy.DefaultKnobs; k.Tail = 20_000; return k }()
 
+// CostFirstKnobs and CostFirst are the default before fidelity became its
+// constraint (issue 30): a 10k tail, no envelope, and urgent events that
+// reach into the tail down to half the budget. Cheaper, and it hides more.
+var (
+	CostFirstKnobs = func() policy.Knobs { k := policy.DefaultKnobs; k.Tail = 10_000; return k }()
+	CostFirst      = schedule.Economic{}
+)
+
 // DefaultPolicies are the policies the report compares, in order.
 func DefaultPolicies() []Policy {
 	return []Policy{
@@ -44,12 +52,14 @@ func DefaultPolicies() []Policy {
 		ObservationMasking{M: 10},
 		ClearToolUses{Trigger: 100_000, Keep: 3},
 		ClearToolUses{Trigger: 100_000, Keep: 3, ClearAtLeast: 20_000},
-		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve},
+		ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Default, Reserve: PiReserve},
 		ContextFold{Label: "context-fold seed defaults (ladder 0.45/0.12/20k)", Knobs: SeedKnobs, Policy: ladder.Ladder{}, Reserve: PiReserve},
-		ContextFold{Label: "context-fold, Pi compacting only on overflow", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}},
-		ContextFold{Label: "context-fold, without the frozen-end breakpoint", Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: PiReserve, Unanchored: true},
+		ContextFold{Label: "context-fold, Pi compacting only on overflow", Knobs: policy.DefaultKnobs, Policy: schedule.Default},
+		ContextFold{Label: "context-fold, without the frozen-end breakpoint", Knobs: policy.DefaultKnobs, Policy: schedule.Default, Reserve: PiReserve, Unanchored: true},
+		ContextFold{Label: "context-fold, cost first (the default before fidelity was its constraint)", Knobs: CostFirstKnobs, Policy: CostFirst, Reserve: PiReserve},
 		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve},
 		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve, Lambda: 3_000},
+		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve, Lambda: 10_000},
 		Optimum{Knobs: policy.DefaultKnobs, Reserve: PiReserve, Lambda: 30_000},
 	}
 }

@@ -63,7 +63,7 @@ func Run(w io.Writer, opt Options) error {
 	}
 	tr := bench.Prepare("pi-mono__large-session", "pi", ms, bench.DefaultSystemTokens)
 	raw := bench.Raw{}.Replay(tr, opt.Window, nil)
-	cf := bench.ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Economic{}, Reserve: bench.PiReserve}
+	cf := bench.ContextFold{Knobs: policy.DefaultKnobs, Policy: schedule.Default, Reserve: bench.PiReserve}
 	fold := cf.Replay(tr, opt.Window, nil)
 	ur := bench.Price(raw.Requests, opt.Window, 0)
 	uf := bench.Price(fold.Requests, opt.Window, 0)
@@ -173,7 +173,7 @@ func tk(n int) string {
 // showRecall folds the session as Pi would, writes it as a Pi session file,
 // and recalls one folded block from that file, sha256-verified.
 func showRecall(w io.Writer, tr *bench.Trace, window int) error {
-	e := engine.New(engine.Config{Policy: schedule.Economic{}})
+	e := engine.New(engine.Config{Policy: schedule.Default})
 	held := 0
 	for _, n := range tr.Requests {
 		e.Step(engine.Request{Keep: held, Append: tr.Msgs[held:n], Window: window}, engine.NopJournal{})

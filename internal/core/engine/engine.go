@@ -678,20 +678,35 @@ func (e *Engine) prefetch() {
 // Foldable returns how many tokens the next request could shed by folding
 // every tool result that can still fold: durable, foldable, not folded yet,
 // not released by unfold or rejected, and not the newest block; 0 while the
-// next fold event waits for a user turn. Urgent
-// events reach that far (into the protected tail, oldest first), so an
-// agent about to compact for lack of room can ask whether folding makes the
-// room instead. Thinking is left out: which of it may fold depends on the
-// model and the turn, and the answer must not promise more than folds.
-func (e *Engine) Foldable() int {
+// next fold event waits for a user turn. Urgent events reach that far (into
+// the protected tail, oldest first), unless the policy keeps the tail
+// (policy.TailKeeper): then only what lies before the tail, as window and
+// reserve frame it, and superseded results count. So an agent about to
+// compact for lack of room can ask whether folding makes the room instead.
+// Thinking is left out: which of it may fold depends on the model and the
+// turn, and the answer must not promise more than folds.
+func (e *Engine) Foldable(window, reserve int) int {
 	if e.waiting {
 		return 0 // the next event waits for a user turn (see Step)
 	}
 	blocks := e.tr.Blocks()
+	from := len(blocks) // the first block urgent events leave alone
+	if tk, ok := e.cfg.Policy.(policy.TailKeeper); ok && tk.KeepsTail() {
+		_, tail := e.frame(window, reserve)
+		from = protectFromFunc(len(blocks), func(k int) int {
+			if f := e.meta[k].frozen; f != nil && !e.unfolded[blocks[k].ID] {
+				return f.tokens
+			}
+			return blocks[k].Tokens
+		}, tail)
+	}
 	saved := 0
 	for k := 0; k < len(blocks)-1; k++ {
 		b := &blocks[k]
 		if b.Kind != block.ToolResult || !b.Foldable() || !block.Durable(b.ID) || e.meta[k].frozen != nil || e.unfolded[b.ID] || e.rejected[b.ID] {
+			continue
+		}
+		if k >= from && !e.view[k].Superseded {
 			continue
 		}
 		if d := b.Tokens - e.ensureMeta(k).tokens; d > 0 {
@@ -849,26 +864,30 @@ func (e *Engine) model(req Request) wire.Model {
 // first protected block: the newest block always, then older blocks while the
 // rendered total stays under target (allowing a 25 % overflow).
 func protectFrom(bs []policy.ViewBlock, target int) int {
-	n := len(bs)
+	return protectFromFunc(len(bs), func(i int) int {
+		if bs[i].Frozen {
+			return bs[i].FoldedTokens
+		}
+		return bs[i].Tokens
+	}, target)
+}
+
+// protectFromFunc is protectFrom over n blocks whose rendered sizes
+// rendered gives.
+func protectFromFunc(n int, rendered func(int) int, target int) int {
 	if n == 0 {
 		return 0
 	}
 	if target <= 0 {
 		return n
 	}
-	rendered := func(b *policy.ViewBlock) int {
-		if b.Frozen {
-			return b.FoldedTokens
-		}
-		return b.Tokens
-	}
 	limit := int(float64(target) * protectOverflow)
-	sum := rendered(&bs[n-1])
+	sum := rendered(n - 1)
 	if sum >= target {
 		return n - 1
 	}
 	for i := n - 2; i >= 0; i-- {
-		next := sum + rendered(&bs[i])
+		next := sum + rendered(i)
 		if next > limit {
 			return i + 1
 		}

@@ -763,3 +763,43 @@ func TestAnchorEndsTheFrozenRegion(t *testing.T) {
 		t.Fatalf("only %d of %d requests had an anchor", anchored, len(turns))
 	}
 }
+
+// TestFoldableKeepsToTheTail: what the engine tells an agent about to
+// compact counts only what the policy's urgent events would fold: every
+// foldable result for a policy that reaches into the protected tail, and
+// only those before the tail for one that keeps it (the shipped default),
+// as the window and reserve frame the tail.
+func TestFoldableKeepsToTheTail(t *testing.T) {
+	s := newSession().user("go")
+	for i := range 30 {
+		id := fmt.Sprintf("c%d", i)
+		s.call("", id).result(id, output(id, 60), false)
+	}
+	const window, reserve = 64_000, 16_384
+	into := New(Config{Policy: schedule.Economic{}})
+	keeps := New(shipped())
+	for _, e := range []*Engine{into, keeps} {
+		e.Sync(0, s.msgs)
+	}
+	all, outside := into.Foldable(window, reserve), keeps.Foldable(window, reserve)
+	_, tail := keeps.frame(window, reserve)
+	if tail <= 0 || outside <= 0 || outside >= all {
+		t.Fatalf("foldable %d reaching into the tail, %d keeping a %d-token tail: want 0 < kept < all", all, outside, tail)
+	}
+	// Exactly the savings of the results before the tail.
+	blocks := keeps.tr.Blocks()
+	from := protectFromFunc(len(blocks), func(k int) int { return blocks[k].Tokens }, tail)
+	want := 0
+	for k := 0; k < from; k++ {
+		if b := &blocks[k]; b.Kind == block.ToolResult {
+			want += b.Tokens - keeps.ensureMeta(k).tokens
+		}
+	}
+	if outside != want {
+		t.Errorf("foldable %d, want %d (the results before block %d)", outside, want, from)
+	}
+	// A window with no tail to speak of: both count everything.
+	if a, b := into.Foldable(0, 0), keeps.Foldable(0, 0); a != b {
+		t.Errorf("with no frame: %d and %d", a, b)
+	}
+}

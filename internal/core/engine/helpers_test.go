@@ -18,7 +18,7 @@ import (
 
 // shipped configures an engine as the hosts do: the shipped schedule,
 // every other field at its default.
-func shipped() Config { return Config{Policy: schedule.Economic{}} }
+func shipped() Config { return Config{Policy: schedule.Default} }
 
 // session builds Pi 1.6 messages for tests.
 type session struct {

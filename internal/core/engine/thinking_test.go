@@ -198,7 +198,7 @@ func TestBindingWithoutDropWaitsForAUserTurn(t *testing.T) {
 		t.Fatalf("event %+v, note %q: a fold inside an open cycle must wait", res.Event, res.Status.Note)
 	}
 	// Nothing folds before the user turn, so a compaction must not give way.
-	if f := e.Foldable(); f != 0 {
+	if f := e.Foldable(0, 0); f != 0 {
 		t.Errorf("Foldable = %d while the event waits; Pi's compaction would be cancelled for nothing", f)
 	}
 	res = e.Step(Request{Keep: len(msgs), Append: [][]byte{[]byte(`{"role":"user","content":"next","timestamp":5}`)}, Window: 200_000, Model: model}, nil)

@@ -19,18 +19,17 @@ type Knobs struct {
 	Tail           int     // protected working tail in tokens (clamped to budget/2)
 }
 
-// DefaultKnobs are the shipped defaults. The tail was chosen on the tune
-// half of the bench: the cheapest with one recall priced per request that
-// hid a reference, among tails that hide under 1 % of the references the
-// agent's next action takes from the context (5k hides 1.8 %, 10k 0.65 %,
-// 20k, the seed design's, 0.42 %; BENCHMARKS.md).
+// DefaultKnobs are the shipped defaults, the seed design's: the cheapest
+// setting that hides no more than the seed ladder on the tune halves kept
+// them (contextfold bench -sweep-fidelity; BENCHMARKS.md). A 10k tail was
+// cheaper and hid three times as much.
 var DefaultKnobs = Knobs{
 	FoldAt:         0.45,
 	FoldStep:       0.12,
 	ColdFoldAt:     0.25,
 	BudgetFraction: 0.75,
 	BudgetCap:      200_000,
-	Tail:           10_000,
+	Tail:           20_000,
 }
 
 // ViewBlock is one block as a policy sees it.
@@ -179,4 +178,12 @@ type Status struct {
 // not modify the view.
 type Policy interface {
 	Conduct(v *View) Decision
+}
+
+// TailKeeper is implemented by a policy whose urgent events never fold
+// inside the protected tail (superseded results aside), so that the engine
+// tells an agent about to compact only what folding outside the tail can
+// shed.
+type TailKeeper interface {
+	KeepsTail() bool
 }

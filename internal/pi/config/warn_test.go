@@ -34,7 +34,7 @@ func oneWarning(t *testing.T, r Resolved, want ...string) string {
 // the bad value, why, and the value used instead with where it came from.
 func TestInvalidValueNamesReplacement(t *testing.T) {
 	oneWarning(t, Resolve(map[string]string{"CONTEXTFOLD_TAIL": "abc"}, nil),
-		`CONTEXTFOLD_TAIL="abc"`, "want tokens ≥ 0", "using the default 10000")
+		`CONTEXTFOLD_TAIL="abc"`, "want tokens ≥ 0", "using the default 20000")
 	oneWarning(t, Resolve(map[string]string{"CONTEXTFOLD_TAIL": "-5"}, []byte(`{"tail":12000}`)),
 		`CONTEXTFOLD_TAIL="-5"`, "want tokens ≥ 0", "using 12000 from context-fold.json")
 	oneWarning(t, Resolve(map[string]string{"CONTEXTFOLD_TAIL": "8000"}, []byte(`{"tail":"lots"}`)),
@@ -179,7 +179,7 @@ func TestMenuText(t *testing.T) {
 		override   bool
 	}{
 		{"tail", "12000", "Protected tail saved: 12000 — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the saved value applies once it is unset", true},
-		{"tail", "default", "Protected tail: saved value cleared — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the default 10000 applies once it is unset", true},
+		{"tail", "default", "Protected tail: saved value cleared — but CONTEXTFOLD_TAIL=8000 overrides it in this session; the default 20000 applies once it is unset", true},
 		{"foldAt", "0.30", "First fold at saved: 0.3 (applies to future folds)", false},
 		{"foldAt", "default", "First fold at: saved value cleared; the default 0.45 applies to future folds", false},
 		{"compact", "NATIVE", "Hard compaction saved: native (applies to the next compaction)", false},

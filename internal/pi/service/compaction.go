@@ -60,7 +60,8 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 		return nil, errNotOpen
 	}
 	// A bridged transport pauses the policy: nothing would fold.
-	if f := ss.eng.Foldable(); !ss.tm.Bridged && engine.FoldInstead(p.Reason, p.TokensBefore, f, ss.window, ss.compaction.Reserve(ss.model)) {
+	reserve := ss.compaction.Reserve(ss.model)
+	if f := ss.eng.Foldable(ss.window, reserve); !ss.tm.Bridged && engine.FoldInstead(p.Reason, p.TokensBefore, f, ss.window, reserve) {
 		s.log.Debug("compaction cancelled: folding makes the room", "tokensBefore", p.TokensBefore, "foldable", f)
 		return &CompactResult{Cancel: true, Why: fmt.Sprintf("folding saves ~%d of ~%d tokens, under Pi's threshold", f, p.TokensBefore)}, nil
 	}

@@ -24,7 +24,7 @@ func TestOpenWarnsAboutSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`CONTEXTFOLD_TAIL="abc" and context-fold.json "tail": "-5" are invalid (want tokens ≥ 0); using the default 10000`,
+		`CONTEXTFOLD_TAIL="abc" and context-fold.json "tail": "-5" are invalid (want tokens ≥ 0); using the default 20000`,
 		`context-fold.json "foldSetp" is not a context-fold setting; ignoring it — did you mean "foldStep"?`,
 		tial + ` is not a context-fold variable; ignoring it — did you mean CONTEXTFOLD_TAIL?`,
 	}

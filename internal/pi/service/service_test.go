@@ -431,8 +431,10 @@ func TestCacheColdTurnFoldsForFree(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := start(t)
-			// A 20k tail leaves a batch too small to pay for a warm re-write.
-			env := map[string]string{"CONTEXTFOLD_TAIL": "20000"}
+			// A 20k tail leaves a batch too small to pay for a warm re-write;
+			// the envelope is opened (it holds every fold of a context this
+			// small) so that only the cache decides.
+			env := map[string]string{"CONTEXTFOLD_TAIL": "20000", "CONTEXTFOLD_FOLD_AT": "0.1", "CONTEXTFOLD_FOLD_STEP": "0.02"}
 			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir(), Env: env}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -541,6 +543,7 @@ func TestThresholdCompactionGivesWayToFolding(t *testing.T) {
 		cancel       bool
 	}{
 		{"threshold, folding makes the room", "threshold", 16_000, true},
+		{"threshold, only folding the protected tail would make the room", "threshold", 16_000, false},
 		{"threshold, not even folding makes the room", "threshold", 30_000, false},
 		{"overflow always compacts", "overflow", 16_000, false},
 		{"manual always compacts", "manual", 16_000, false},
@@ -549,7 +552,14 @@ func TestThresholdCompactionGivesWayToFolding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := start(t)
-			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil); err != nil {
+			// A small tail leaves the results outside it; the default's
+			// (half the 13.6k budget) holds most of them, and urgent folds
+			// never reach into it.
+			env := map[string]string{"CONTEXTFOLD_TAIL": "2000"}
+			if strings.HasPrefix(tc.name, "threshold, only") {
+				env = nil
+			}
+			if err := call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir(), Env: env}, nil); err != nil {
 				t.Fatal(err)
 			}
 			params := map[string]any{"keep": 0, "append": msgs, "window": 32_000}

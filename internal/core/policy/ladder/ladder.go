@@ -21,6 +21,10 @@ import (
 // Ladder is the fold ladder policy. The zero value is ready to use.
 type Ladder struct{}
 
+// KeepsTail implements policy.TailKeeper: the ladder never folds inside
+// the protected tail.
+func (Ladder) KeepsTail() bool { return true }
+
 // Conduct implements policy.Policy.
 func (Ladder) Conduct(v *policy.View) policy.Decision {
 	k := v.Knobs

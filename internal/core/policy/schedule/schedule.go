@@ -26,9 +26,16 @@
 // candidates even inside the protected tail: they are stale, and the tail
 // protects what the agent works with.
 //
+// Economic events also keep to an envelope (Envelope): none before the
+// request uses Knobs.FoldAt of the window, none smaller than Knobs.FoldStep
+// of it. Folding early and in small batches is cheapest but hides more of
+// what the agent goes back to; the shipped default keeps the seed ladder's
+// fidelity this way (BENCHMARKS.md).
+//
 // When the request would exceed the budget, an urgent event folds every
-// candidate (superseded ones in the tail included) and, oldest first,
-// reaches into the tail for the others until the context is
+// candidate (superseded ones in the tail included), whatever the envelope
+// says. The shipped default stops there (KeepTail); without KeepTail it
+// reaches, oldest first, into the tail for the others until the context is
 // Headroom under the budget, so that urgent events do not recur on every
 // request (the newest block and results the model has not yet seen never
 // fold). When the cache is known cold anyway (an idle gap, a model change),
@@ -57,10 +64,12 @@ func Profile(name string) policy.Policy {
 	if name == "ladder" {
 		return ladder.Ladder{}
 	}
-	return Economic{}
+	return Default
 }
 
-// Economic is the cost-aware schedule. The zero value uses the defaults.
+// Economic is the cost-aware schedule. The zero value, with the default
+// prices, is the cost-first schedule (no envelope, urgent events that reach
+// into the tail); Default is the shipped setting.
 type Economic struct {
 	// PriceWrite and PriceRead are the cache write and read prices relative
 	// to uncached input (Anthropic-style defaults 1.25 and 0.1).
@@ -75,15 +84,28 @@ type Economic struct {
 	// assumes (default 2).
 	MinRemaining int
 	// KeepTail keeps urgent events out of the protected tail: they fold
-	// only candidates outside it, and the request may stay over the budget.
-	// (For the bench's comparison of what reaching into the tail saves and
-	// hides; the shipped schedule reaches in.)
+	// only candidates outside it, and the request may stay over the budget
+	// until the agent compacts. The shipped schedule keeps it: folding the
+	// newest outputs hides what the next action uses most.
 	KeepTail bool
+	// Envelope holds economic events inside the seed ladder's thresholds:
+	// none before the request uses Knobs.FoldAt of the window, and none
+	// that folds less than Knobs.FoldStep of it. Folding early and in small
+	// batches is cheapest, but hides more of what the agent goes back to;
+	// inside the envelope the schedule hides no more than the ladder
+	// (BENCHMARKS.md, fidelity as the constraint).
+	Envelope bool
 }
 
-// Default is the shipped setting, chosen on the tune half of the bench
+// KeepsTail implements policy.TailKeeper.
+func (p Economic) KeepsTail() bool { return p.KeepTail }
+
+// Default is the shipped setting: the cheapest of the family
+// contextfold bench -sweep-fidelity searches that hides no more than the
+// seed ladder on the tune halves of the bench set and of the generated
+// sessions, at every window. Headroom and MinMass were chosen earlier
 // (contextfold bench -sweep -half tune).
-var Default = Economic{PriceWrite: 1.25, PriceRead: 0.1, MinMass: 0.02, Headroom: 0.5, MinRemaining: 2}
+var Default = Economic{PriceWrite: 1.25, PriceRead: 0.1, MinMass: 0.02, Headroom: 0.5, MinRemaining: 2, KeepTail: true, Envelope: true}
 
 func (p Economic) withDefaults() Economic {
 	if p.PriceWrite == 0 {
@@ -185,6 +207,10 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	if earliest < 0 {
 		return policy.Decision{Status: st}
 	}
+	if p.Envelope && float64(used) < v.Knobs.FoldAt*float64(v.Window) {
+		st.FoldAt = v.Knobs.FoldAt
+		return policy.Decision{Status: st}
+	}
 	// The event's extra cost K: re-write the (now smaller) suffix instead of
 	// reading it. Nothing extra when the cache is cold anyway. A provider
 	// that caches only at marked breakpoints serves the event's request up
@@ -206,6 +232,9 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 	// folding once the mass reaches sqrt(2·K·g/r) (the economic order
 	// quantity).
 	need := float64(minMass)
+	if p.Envelope {
+		need = max(need, v.Knobs.FoldStep*float64(v.Window))
+	}
 	if cost > 0 {
 		g := float64(foldable) / remaining // foldable tokens per request so far
 		need = max(need, cost/(p.PriceRead*remaining), math.Sqrt(2*cost*g/p.PriceRead))

@@ -306,3 +306,65 @@ func TestAnchoredPricing(t *testing.T) {
 	}
 	t.Error("no session size where the mark lets an event pay that would not otherwise")
 }
+
+// TestEnvelope: the shipped default folds only inside the seed ladder's
+// thresholds (no event before Knobs.FoldAt of the window, none smaller than
+// Knobs.FoldStep of it), except when a request would pass the budget; and
+// then it folds only outside the protected tail.
+func TestEnvelope(t *testing.T) {
+	// 60 requests of 2,000-token results: ~123k tokens, 61 % of the window;
+	// 20k tail.
+	big := func() policy.View { return session(60, 2_000, 20_000) }
+	tests := []struct {
+		name    string
+		v       func() policy.View
+		fold    func(v *policy.View) []string
+		trigger policy.Trigger
+	}{
+		{"past fold-at with a step's worth: folds outside the tail", big, unprotected, policy.Economic},
+		{"under fold-at: waits, however well it would pay", func() policy.View {
+			v := big()
+			v.Knobs.FoldAt = 0.7
+			return v
+		}, nil, ""},
+		{"less than a step on offer: waits", func() policy.View {
+			v := big()
+			v.Knobs.FoldStep = 0.6
+			return v
+		}, nil, ""},
+		{"a cold cache still keeps to the envelope", func() policy.View {
+			v := big()
+			v.Knobs.FoldAt = 0.7
+			v.CacheCold = true
+			return v
+		}, nil, ""},
+		{"over the budget: folds under fold-at, and only outside the tail", func() policy.View {
+			v := big()
+			v.Knobs.FoldAt = 0.9
+			v.Budget = 100_000
+			return v
+		}, unprotected, policy.Cap},
+	}
+	for _, tt := range tests {
+		v := tt.v()
+		d := Default.Conduct(&v)
+		var want []string
+		if tt.fold != nil {
+			want = tt.fold(&v)
+		}
+		if !reflect.DeepEqual(d.Fold, want) || d.Trigger != tt.trigger || d.IntoTail {
+			t.Errorf("%s: fold %v trigger %q intoTail %v, want %v %q (status %+v)", tt.name, d.Fold, d.Trigger, d.IntoTail, want, tt.trigger, d.Status)
+		}
+		// Without the envelope the same view folds (or, over budget,
+		// reaches into the tail): the envelope is what held it.
+		free := Default
+		free.Envelope, free.KeepTail = false, false
+		again := tt.v()
+		if d2 := free.Conduct(&again); len(d2.Fold) == 0 {
+			t.Errorf("%s: folds nothing even without the envelope", tt.name)
+		}
+	}
+	if !Default.KeepsTail() || (Economic{}).KeepsTail() {
+		t.Error("KeepsTail does not report KeepTail")
+	}
+}

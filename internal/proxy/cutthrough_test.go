@@ -184,8 +184,14 @@ func testCutThrough(t *testing.T, cl client, h2 bool) {
 		t.Errorf("%d of %d requests reached the upstream before their bodies were whole", early, last-first)
 	}
 	// Only a fold event abandons a prediction; the upstream has seen it
-	// start, since the client held its last bytes until then.
-	if events == 0 || broken != events {
+	// start, since the client held its last bytes until then. On
+	// Anthropic the request after an event may too: the breakpoint at the
+	// end of the frozen region moves to the event's newest fold then.
+	if cl.api == codec.Messages {
+		if events == 0 || broken < events || broken > 2*events {
+			t.Errorf("%d predictions abandoned upstream, want one or two per fold event (%d)", broken, events)
+		}
+	} else if events == 0 || broken != events {
 		t.Errorf("%d predictions abandoned upstream, want one per fold event (%d)", broken, events)
 	}
 	t.Logf("%d requests, %d fold events", len(got), events)

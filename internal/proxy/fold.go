@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +130,10 @@ type conversation struct {
 	// and step their encoding and placing.
 	placed   bool
 	placedAt int
+	// markedAt is the message prevSpans put the breakpoint at the end of
+	// the frozen region on (mark), -1 for none: they may be repeated only
+	// while the mark belongs there.
+	markedAt int
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -388,7 +394,7 @@ func (f *Folder) conversation(api codec.API, session, scope, key string) (*conve
 	// Codes are the conversation's own: clients whose model server numbers
 	// its calls alike (call_1, call_2, …) fold under different codes.
 	eng := engine.New(engine.Config{Policy: f.policy, Scope: name})
-	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}}
+	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
@@ -620,18 +626,33 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	// provider drops invalidated thinking or rejects the request.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
 	appends := c.placed && keep == len(c.prev.Messages)
-	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model, KnownVersion: c.placedAt, HaveVersion: appends}, j)
+	// Anthropic reads its cache only at breakpoints: where the client
+	// leaves one of the four free, the end of the frozen region gets one,
+	// so that an event re-writes only what follows it, and the schedule
+	// prices events that way (docs/DESIGN.md §4). No breakpoints at all
+	// means the client has caching off.
+	bps, bp := req.Breakpoints()
+	anchored := model.CachesAtBreakpoints() && bps > 0 && bps < codec.MaxBreakpoints
+	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model, KnownVersion: c.placedAt, HaveVersion: appends, Anchored: anchored}, j)
 	kept := appends && res.Version == c.placedAt // Step left the placements out
 	var spans []codec.Span
 	var err error
+	wantAt := -1
+	if anchored && res.Anchor != nil {
+		wantAt = res.Anchor.Msg
+	}
+	reused := kept && c.markedAt == wantAt && c.repeats(req, pre)
 	switch {
-	case kept && c.repeats(req, pre):
-		// The same placements, at the same bytes.
+	case reused:
+		// The same placements and mark, at the same bytes.
 		spans = c.prevSpans
 	case kept:
 		spans, err = req.Spans(c.edits(c.eng.Placements()))
 	default:
 		spans, err = req.Spans(c.edits(res.Placements))
+	}
+	if err == nil && !reused {
+		spans, c.markedAt = mark(req, spans, wantAt, bp)
 	}
 	c.placed, c.placedAt = err == nil, res.Version
 	c.setPrev(req, buf, spans) // nil on error: it went out unchanged
@@ -654,6 +675,26 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
 	}
 	return segs, "", spans, size
+}
+
+// mark adds to spans, unless at is -1, the breakpoint at the end of the
+// frozen region, on message at's tool result (the engine's Result.Anchor),
+// with the value of the client's own last breakpoint (so its ttl too), and
+// returns where it put it: -1 where the body does not let one be placed,
+// and spans go out as they are.
+func mark(req *codec.Request, spans []codec.Span, at int, bp []byte) ([]codec.Span, int) {
+	if at < 0 {
+		return spans, -1
+	}
+	sp, err := req.MarkSpan(at, bp)
+	if err != nil {
+		return spans, -1
+	}
+	i, _ := slices.BinarySearchFunc(spans, sp.Start, func(s codec.Span, at int) int { return cmp.Compare(s.Start, at) })
+	if i > 0 && spans[i-1].End > sp.Start {
+		return spans, -1 // inside another edit: not a place for a mark
+	}
+	return slices.Insert(slices.Clip(spans), i, sp), at
 }
 
 // repeats reports whether req's body repeats prev's through the end of

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -386,6 +388,101 @@ func TestFoldsByTheHostsPolicy(t *testing.T) {
 			} else if !slices.Equal(folded, tc.folded) && len(folded)+len(tc.folded) > 0 {
 				t.Fatalf("folded %q, want %q", folded, tc.folded)
 			}
+		})
+	}
+}
+
+// TestFrozenEndBreakpoint: through the proxy, an Anthropic request whose
+// client leaves one of the four breakpoints free carries one more, with the
+// client's own value, on the newest tool result folded before it (the end
+// of the frozen region, engine.Result.Anchor); none while nothing is
+// frozen, none when the client uses all four, none with caching off.
+func TestFrozenEndBreakpoint(t *testing.T) {
+	cl := clients[len(clients)-1]
+	if cl.api != codec.Messages {
+		t.Fatal("the last test client is not Anthropic's")
+	}
+	const client = `"cache_control":{"type":"ephemeral"}`
+	for _, tc := range []struct {
+		name  string
+		body  func(n int) string
+		marks bool
+	}{
+		{"two of four used", cl.body, true},
+		{"all four used", func(n int) string {
+			b := strings.Replace(cl.body(n), `{"input_schema":`, `{`+client+`,"input_schema":`, 1)
+			return strings.Replace(b, `{"text":"Run the build."`, `{`+client+`,"text":"Run the build."`, 1)
+		}, false},
+		{"caching off", func(n int) string { return strings.ReplaceAll(cl.body(n), client+",", "") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := testFolder(t, 40_000, nil)
+			r := httptest.NewRequest("POST", cl.path, nil)
+			r.Header.Set("x-claude-code-session-id", "marks")
+			var folded []string // call ids folded in the previous request, in order
+			marked := 0
+			for n := 1; n <= 40; n++ {
+				body := tc.body(n)
+				if n == 1 && strings.Count(body, `"cache_control":`) != map[string]int{"two of four used": 2, "all four used": 4, "caching off": 0}[tc.name] {
+					t.Fatalf("setup: %s", body)
+				}
+				out, why := f.Fold(r, cl.api, []byte(body), nil)
+				if why != "" {
+					t.Fatalf("request %d: %s", n, why)
+				}
+				sent := bytes.Join(out, nil)
+				var b struct {
+					Messages []struct {
+						Content json.RawMessage
+					}
+				}
+				decode(t, sent, &b)
+				if got := bytes.Count(sent, []byte(`"cache_control":`)); got > codec.MaxBreakpoints {
+					t.Fatalf("request %d: %d breakpoints", n, got)
+				}
+				var now []string
+				mark := ""
+				for _, m := range b.Messages {
+					var blocks []map[string]json.RawMessage
+					if json.Unmarshal(m.Content, &blocks) != nil {
+						continue
+					}
+					for _, bl := range blocks {
+						if string(bl["type"]) != `"tool_result"` {
+							continue
+						}
+						var id string
+						json.Unmarshal(bl["tool_use_id"], &id)
+						if bytes.Contains(bl["content"], []byte(" FOLDED}")) {
+							now = append(now, id)
+						}
+						if cc, ok := bl["cache_control"]; ok && id != callID(n) {
+							if mark != "" {
+								t.Fatalf("request %d: two marks", n)
+							}
+							mark = id
+							if string(cc) != `{"type":"ephemeral"}` {
+								t.Errorf("request %d: mark %s, not the client's value", n, cc)
+							}
+						}
+					}
+				}
+				want := ""
+				if tc.marks && len(folded) > 0 {
+					want = folded[len(folded)-1]
+				}
+				if mark != want {
+					t.Fatalf("request %d: mark on %q, want %q (folded before: %v)", n, mark, want, folded)
+				}
+				if mark != "" {
+					marked++
+				}
+				folded = now
+			}
+			if tc.marks && marked == 0 {
+				t.Fatal("nothing folded: the test does not exercise the mark")
+			}
+			t.Logf("%d of 40 requests marked", marked)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/proxy/codec"
@@ -17,6 +18,13 @@ import (
 // span moves), retries, a truncated conversation, and fold events; it
 // checks that the shortcut was taken where it applies, so that it cannot
 // pass by never taking it.
+// markIndex is where among spans the breakpoint at the end of the frozen
+// region is, -1 for nowhere: it moves the request after an event, without
+// an event of its own.
+func markIndex(spans []codec.Span) int {
+	return slices.IndexFunc(spans, func(sp codec.Span) bool { return sp.Start == sp.End })
+}
+
 func TestSpansReused(t *testing.T) {
 	for _, cl := range clients {
 		t.Run(string(cl.api), func(t *testing.T) {
@@ -59,7 +67,7 @@ func TestSpansReused(t *testing.T) {
 				return len(body) >= end && bytes.Equal(body[:end], last[:end])
 			}
 			var last []byte
-			reused, events := 0, 0
+			reused, events, marks := 0, 0, 0
 			for i, tu := range turns {
 				body := []byte(lead(cl.body(tu.n), tu.pad))
 				var c *conversation
@@ -106,19 +114,38 @@ func TestSpansReused(t *testing.T) {
 				if err != nil {
 					t.Fatalf("turn %d (%d): placing afresh: %v", i, tu.n, err)
 				}
-				want, _ := codec.Splice(body, spans)
-				if !bytes.Equal(bytes.Join(out, nil), bytes.Join(want, nil)) {
+				// What went out is the engine's placements and, for
+				// Anthropic once something is frozen, one breakpoint more
+				// at the end of the frozen region (at most four in all).
+				var placedOnly []codec.Span
+				for _, sp := range got {
+					if sp.Start == sp.End && bytes.HasPrefix(sp.Value, []byte(`,"cache_control":`)) {
+						marks++
+						continue
+					}
+					placedOnly = append(placedOnly, sp)
+				}
+				want, _ := codec.Splice(body, got)
+				if !bytes.Equal(bytes.Join(out, nil), bytes.Join(want, nil)) || !slices.EqualFunc(placedOnly, spans, func(a, b codec.Span) bool {
+					return a.Start == b.Start && a.End == b.End && bytes.Equal(a.Value, b.Value)
+				}) {
 					t.Fatalf("turn %d (%d, pad %q): the body went out other than with the engine's placements placed in it", i, tu.n, tu.pad)
+				}
+				if n := bytes.Count(bytes.Join(out, nil), []byte(`"cache_control":`)); n > codec.MaxBreakpoints {
+					t.Fatalf("turn %d (%d): %d breakpoints", i, tu.n, n)
 				}
 				if len(got) > 0 && len(before) > 0 && &got[0] == &before[0] {
 					reused++
-				} else if tu.reuse && c.eng.Version() == version && len(before) > 0 && repeated(body, last, before) {
+				} else if tu.reuse && c.eng.Version() == version && len(before) > 0 && repeated(body, last, before) && markIndex(got) == markIndex(before) {
 					t.Errorf("turn %d (%d): the previous spans were not reused", i, tu.n)
 				}
 				last = body
 			}
 			if events < 2 || reused < 10 {
 				t.Fatalf("%d fold events and %d reuses: the test does not exercise the shortcut", events, reused)
+			}
+			if (marks > 0) != (cl.api == codec.Messages) {
+				t.Errorf("%d requests went out with the frozen region's breakpoint", marks)
 			}
 			t.Logf("%d turns, %d version changes, %d reuses", len(turns), events, reused)
 		})

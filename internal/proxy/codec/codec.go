@@ -1004,3 +1004,72 @@ func (n *callNames) set(id, name string) {
 	}
 	n.own[id] = name
 }
+
+// cacheControlKey starts a cache breakpoint's member. Inside a JSON string
+// its quotes would be escaped, so in a valid body the bytes occur only as
+// a member name.
+var cacheControlKey = []byte(`"cache_control":`)
+
+// MaxBreakpoints is how many cache_control breakpoints Anthropic accepts in
+// one request.
+const MaxBreakpoints = 4
+
+// Breakpoints returns how many cache_control breakpoints an Anthropic
+// Messages body carries, and the value of its last one (nil when none).
+func (r *Request) Breakpoints() (n int, last []byte) {
+	if r.API != Messages {
+		return 0, nil
+	}
+	b := r.body
+	for at := 0; ; {
+		i := bytes.Index(b[at:], cacheControlKey)
+		if i < 0 {
+			return n, last
+		}
+		n++
+		vs := skip(b, at+i+len(cacheControlKey))
+		ve, err := rawjson.ValueEnd(b, vs)
+		if err != nil {
+			return n, last
+		}
+		last, at = b[vs:ve], ve
+	}
+}
+
+// MarkSpan places a cache breakpoint with value v on message msg's tool
+// result block (an Anthropic tool_result, whose output Spans replaces):
+// an insertion before the block's closing brace. It fails for any other
+// message, and for a block that already carries a breakpoint after its
+// output.
+func (r *Request) MarkSpan(msg int, v []byte) (Span, error) {
+	sp, ok := r.span(msg, -1)
+	if r.API != Messages || !ok {
+		return Span{}, fmt.Errorf("codec: message %d has no tool result to mark", msg)
+	}
+	b := r.body
+	i := skip(b, sp[1])
+	for i < len(b) && b[i] == ',' {
+		ks := skip(b, i+1)
+		ke, err := rawjson.ValueEnd(b, ks)
+		if err != nil || !rawjson.IsString(b[ks:ke]) {
+			return Span{}, fmt.Errorf("codec: message %d: its tool result does not end where expected", msg)
+		}
+		if string(b[ks:ke]) == `"cache_control"` {
+			return Span{}, fmt.Errorf("codec: message %d: its tool result already carries a breakpoint", msg)
+		}
+		c := skip(b, ke)
+		if c >= len(b) || b[c] != ':' {
+			return Span{}, fmt.Errorf("codec: message %d: its tool result does not end where expected", msg)
+		}
+		ve, err := rawjson.ValueEnd(b, skip(b, c+1))
+		if err != nil {
+			return Span{}, fmt.Errorf("codec: message %d: its tool result does not end where expected", msg)
+		}
+		i = skip(b, ve)
+	}
+	if i >= len(b) || b[i] != '}' {
+		return Span{}, fmt.Errorf("codec: message %d: its tool result does not end where expected", msg)
+	}
+	val := append(append(append([]byte{}, ',', '"'), "cache_control\":"...), v...)
+	return Span{Start: i, End: i, Value: val}, nil
+}

@@ -996,3 +996,103 @@ func TestToolResultMessageOneAllocation(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkSpan: a breakpoint goes on a tool result block as its last
+// member, with the value given, leaving valid JSON with one breakpoint
+// more; Breakpoints counts them and returns the last one's value, and
+// names inside strings are not breakpoints.
+func TestMarkSpan(t *testing.T) {
+	const ttl = `{"type":"ephemeral","ttl":"1h"}`
+	body := `{"model":"m","system":[{"type":"text","text":"s","cache_control":` + ttl + `}],"messages":[` +
+		`{"role":"user","content":"go \"cache_control\": is text"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}},{"type":"tool_use","id":"t2","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"one"},{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"two"}],"is_error":true}]},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t3","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t3","content":"three","cache_control":{"type":"ephemeral"}}]}]}`
+	r, err := Decode(Messages, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, last := r.Breakpoints(); n != 2 || string(last) != `{"type":"ephemeral"}` {
+		t.Fatalf("Breakpoints = %d, %s", n, last)
+	}
+	results := map[string]int{}
+	for i, m := range r.Messages {
+		for _, id := range []string{"t1", "t2", "t3"} {
+			if bytes.Contains(m, []byte(`"toolCallId":"`+id+`"`)) {
+				results[id] = i
+			}
+		}
+	}
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"t1", `{"type":"tool_result","tool_use_id":"t1","content":"one","cache_control":` + ttl + `}`},
+		{"t2", `{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"two"}],"is_error":true,"cache_control":` + ttl + `}`},
+		{"t3", ""}, // already carries one
+	} {
+		sp, err := r.MarkSpan(results[tc.id], []byte(ttl))
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%s: marked a block that carries a breakpoint", tc.id)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		segs, _ := Splice(r.Body(), []Span{sp})
+		out := bytes.Join(segs, nil)
+		if !rawjson.Valid(out) || !bytes.Contains(out, []byte(tc.want)) {
+			t.Errorf("%s: %s", tc.id, out)
+		}
+		again, err := Decode(Messages, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, last := again.Breakpoints(); n != 3 || string(last) != `{"type":"ephemeral"}` {
+			t.Errorf("%s: %d breakpoints after the mark, the last %s", tc.id, n, last)
+		}
+	}
+	if _, err := r.MarkSpan(0, []byte(ttl)); err == nil {
+		t.Error("marked a user message")
+	}
+	if other, _ := Decode(Chat, []byte(`{"messages":[{"role":"tool","tool_call_id":"c","content":"x"}]}`)); other != nil {
+		if n, _ := other.Breakpoints(); n != 0 {
+			t.Errorf("a Chat body has %d breakpoints", n)
+		}
+		if _, err := other.MarkSpan(0, []byte(ttl)); err == nil {
+			t.Error("marked a Chat body")
+		}
+	}
+}
+
+// FuzzMarkSpan: on any valid Messages body, a mark placed on any message
+// leaves valid JSON with exactly one breakpoint more, or is refused.
+func FuzzMarkSpan(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x" , "is_error" : false }]}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":"x","tool_use_id":"t1","cache_control":{"type":"ephemeral"}}]}]}`))
+	f.Add(growing(3, "m", false))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := Decode(Messages, body)
+		if err != nil || !rawjson.Valid(body) {
+			return
+		}
+		n, _ := r.Breakpoints()
+		for m := range r.Messages {
+			sp, err := r.MarkSpan(m, []byte(`{"type":"ephemeral"}`))
+			if err != nil {
+				continue
+			}
+			segs, _ := Splice(r.Body(), []Span{sp})
+			out := bytes.Join(segs, nil)
+			if !rawjson.Valid(out) {
+				t.Fatalf("m%d: marked body is not JSON: %q", m, out)
+			}
+			if got := bytes.Count(out, cacheControlKey); got != bytes.Count(body, cacheControlKey)+1 {
+				t.Fatalf("m%d: %d breakpoints after the mark, %d before", m, got, n)
+			}
+		}
+	})
+}

@@ -118,7 +118,13 @@ type Request struct {
 	// common is how many leading bytes body shares with the previous
 	// request's, when the caller knew (else -1).
 	common int
+	// bps are the body's cache breakpoints (Messages), in order.
+	bps []breakpoint
 }
+
+// breakpoint is where one cache_control member sits in a body: its name at
+// key, its value at [vs, ve).
+type breakpoint struct{ key, vs, ve int }
 
 // SameMessages returns how many leading messages r has byte for byte the
 // same as prev's. When r's decoding extended prev's arrays in place, or
@@ -227,6 +233,9 @@ func DecodeAfterPrefix(api API, body []byte, prev *Request, common int) (*Reques
 		// "model" came after the conversation, naming another model than
 		// the one its assistant messages were built for: build them again.
 		return decodeFor(api, body, r.Model)
+	}
+	if api == Messages {
+		r.findBreakpoints(prev)
 	}
 	return r, nil
 }
@@ -1017,22 +1026,55 @@ const MaxBreakpoints = 4
 // Breakpoints returns how many cache_control breakpoints an Anthropic
 // Messages body carries, and the value of its last one (nil when none).
 func (r *Request) Breakpoints() (n int, last []byte) {
-	if r.API != Messages {
+	if len(r.bps) == 0 {
 		return 0, nil
 	}
+	b := r.bps[len(r.bps)-1]
+	return len(r.bps), r.body[b.vs:b.ve]
+}
+
+// findBreakpoints notes the body's breakpoints. Those prev's body has
+// where the two bodies are the same are taken as they are: a client
+// resends its conversation with a little more each request, so only the
+// new end is scanned.
+func (r *Request) findBreakpoints(prev *Request) {
 	b := r.body
-	for at := 0; ; {
-		i := bytes.Index(b[at:], cacheControlKey)
-		if i < 0 {
-			return n, last
+	from := 0
+	if prev != nil && prev.API == Messages {
+		common := r.common
+		if common < 0 || common > min(len(b), len(prev.body)) {
+			common = CommonLen(b, prev.body)
 		}
-		n++
-		vs := skip(b, at+i+len(cacheControlKey))
+		// A name that ends before common is at the same offset in prev's
+		// body; one that ends after it starts at most a name's length back.
+		from = max(0, common-len(cacheControlKey)+1)
+		for _, p := range prev.bps {
+			if p.ve <= common {
+				r.bps = append(r.bps, p)
+				continue
+			}
+			if p.key+len(cacheControlKey) <= common {
+				from = min(from, p.key) // its name is here, its value may not be
+			}
+			break // values do not overlap: every later one ends after common too
+		}
+		if n := len(r.bps); n > 0 {
+			from = max(from, r.bps[n-1].ve)
+		}
+	}
+	for from < len(b) {
+		i := bytes.Index(b[from:], cacheControlKey)
+		if i < 0 {
+			return
+		}
+		k := from + i
+		vs := skip(b, k+len(cacheControlKey))
 		ve, err := rawjson.ValueEnd(b, vs)
 		if err != nil {
-			return n, last
+			return
 		}
-		last, at = b[vs:ve], ve
+		r.bps = append(r.bps, breakpoint{k, vs, ve})
+		from = ve
 	}
 }
 
@@ -1070,6 +1112,5 @@ func (r *Request) MarkSpan(msg int, v []byte) (Span, error) {
 	if i >= len(b) || b[i] != '}' {
 		return Span{}, fmt.Errorf("codec: message %d: its tool result does not end where expected", msg)
 	}
-	val := append(append(append([]byte{}, ',', '"'), "cache_control\":"...), v...)
-	return Span{Start: i, End: i, Value: val}, nil
+	return Span{Start: i, End: i, Value: append(append([]byte{','}, cacheControlKey...), v...)}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -343,6 +344,9 @@ func sameDecoding(t testing.TB, a, b *Request) {
 	}
 	if len(a.Messages) != len(b.Messages) {
 		t.Fatalf("%d messages vs %d", len(a.Messages), len(b.Messages))
+	}
+	if !slices.Equal(a.bps, b.bps) {
+		t.Fatalf("breakpoints %v vs %v", a.bps, b.bps)
 	}
 	for i := range a.Messages {
 		if !bytes.Equal(a.Messages[i], b.Messages[i]) {

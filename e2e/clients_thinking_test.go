@@ -88,6 +88,12 @@ type thinkingCase struct {
 	optIn string
 	// redacted adds a redacted_thinking block to every reply.
 	redacted bool
+	// leastLoss: the proxy asks for drop_block itself, so the single long
+	// turn must fold, and each fold event may cost the thinking of the
+	// current tool-use cycle only (the least the rules allow).
+	leastLoss bool
+	// hold runs the proxy with -drop-block=false.
+	hold bool
 	// prompts, when > 0, runs a session of that many user prompts, fed on
 	// the client's stdin (streamPrompts), of promptTurns shell calls each,
 	// with the proxy folding for promptsWindow: fold events happen at the
@@ -107,9 +113,11 @@ type thinkingCase struct {
 const claudePreservedDropBlock = "CONTEXTFOLD_E2E_CLAUDE_DROP_BLOCK"
 
 var thinkingCases = []thinkingCase{
-	{name: "claude/preserved", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true,
+	{name: "claude/preserved", c: claudeCode, model: fakellm.PreservedClaude, leastLoss: true,
 		env: map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"}},
-	{name: "claude/preserved-user-turns", c: claudeCode, model: fakellm.PreservedClaude, prompts: 4,
+	{name: "claude/preserved-held", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true, hold: true,
+		env: map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"}},
+	{name: "claude/preserved-user-turns", c: claudeCode, model: fakellm.PreservedClaude, prompts: 4, hold: true,
 		env: map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"}},
 	{name: "claude/preserved-reminder", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true, clientRejects: true},
 	{name: "claude/preserved-drop-block", c: claudeCode, model: fakellm.PreservedClaude, holdsFolds: true, clientRejects: true,
@@ -236,6 +244,9 @@ func TestClientsThinkingThroughProxy(t *testing.T) {
 			if tc.redacted {
 				o.wrap = withRedacted
 			}
+			if tc.hold {
+				o.proxyArgs = append(o.proxyArgs, "-drop-block=false")
+			}
 			r := runSession(t, c, o)
 			st := thinkingStats(r.Requests)
 			rej := attributeRejections(r)
@@ -245,6 +256,20 @@ func TestClientsThinkingThroughProxy(t *testing.T) {
 				tc.name, len(r.Requests), len(rej), countProxy(rej), st.foldEvents, st.atPrompt, st.codes, st.signed, st.dropped, st.droppedBlocks, thoughts)
 			for _, x := range rej {
 				t.Logf("  rejected #%d: %s\n    %s", x.seq, x.err, x.why)
+			}
+			if len(st.eventDrops) > 0 && tc.c.name == claudeCode.name {
+				t.Logf("%s: thinking blocks the provider dropped at each fold event %v; the least the rules allow (the current cycle's) %v",
+					tc.name, st.eventDrops, st.eventLeast)
+			}
+			if tc.leastLoss {
+				if st.foldEvents == 0 {
+					t.Error("no fold event in the long turn: the proxy held its folds")
+				}
+				for i := range st.eventDrops {
+					if st.eventDrops[i] > st.eventLeast[i] {
+						t.Errorf("fold event %d: the provider dropped %d thinking blocks, more than the current cycle's %d", i+1, st.eventDrops[i], st.eventLeast[i])
+					}
+				}
 			}
 			for _, m := range misplaced {
 				t.Errorf("a thinking digest upstream where the client sent no such thinking: %s", m)
@@ -382,6 +407,11 @@ type thinkingRun struct {
 	// reasoning items with encrypted content) or, on Chat Completions, the
 	// reasoning_content of assistant messages.
 	signed int
+	// eventDrops are, for each fold event, the thinking blocks the fake
+	// dropped for the first time on its request; eventLeast the signed
+	// thinking of that request's current tool-use cycle (its last
+	// assistant message), which an event inside the cycle cannot keep.
+	eventDrops, eventLeast []int
 	// dropped counts the fake's input_transformations, reported again on
 	// every request that replays a dropped block; droppedBlocks counts the
 	// distinct blocks (Responses item ids, Anthropic block paths).
@@ -401,12 +431,20 @@ func thinkingStats(reqs []fakellm.Recorded) thinkingRun {
 				cur[sub[1]] = true
 			}
 		}
+		fresh := 0
+		for _, d := range q.Dropped {
+			if !drops[d.ID+" "+d.Path] {
+				fresh++
+			}
+		}
 		for code := range cur {
 			if !prev[code] {
 				st.foldEvents++
 				if endsWithPrompt(&q.Request) {
 					st.atPrompt++
 				}
+				st.eventDrops = append(st.eventDrops, fresh)
+				st.eventLeast = append(st.eventLeast, cycleThinking(q.API, q.Body))
 				break
 			}
 		}
@@ -423,6 +461,29 @@ func thinkingStats(reqs []fakellm.Recorded) thinkingRun {
 	st.codes = len(seen)
 	st.droppedBlocks = len(drops)
 	return st
+}
+
+// cycleThinking counts the signed thinking of an Anthropic request's
+// last assistant message: the current tool-use cycle's.
+func cycleThinking(api fakellm.API, body []byte) int {
+	if api != fakellm.Anthropic {
+		return 0
+	}
+	ms := antMessages(body)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Role == "assistant" {
+			n := 0
+			for _, bl := range antBlocks(ms[i].Content) {
+				var x struct{ Type, Signature, Data string }
+				json.Unmarshal(bl, &x)
+				if x.Type == "thinking" && x.Signature != "" || x.Type == "redacted_thinking" && x.Data != "" {
+					n++
+				}
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // endsWithPrompt reports whether req's last message other than system

@@ -90,6 +90,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
 	cut := fs.Bool("cut-through", true, "send a folded request upstream while its body still arrives, predicted from the previous request and confirmed before its last byte; -cut-through=false holds each body until it is whole")
 	allowHost := fs.String("allow-host", "", "comma-separated `hosts` (names or IP addresses, no port) to serve besides loopback names and the listen address, as the Host header and as a browser page's Origin: for a gateway or a LAN name; * serves any Host, but a page's Origin must still be loopback, the listen address or listed, and a browser's cross-site request (Sec-Fetch-Site) is refused whatever is listed")
+	dropBlock := fs.Bool("drop-block", true, "on a Claude that binds thinking to its prefix, ask the provider to drop the thinking a fold invalidates (thinking.block_binding drop_block, with its beta header) where the client does not; -drop-block=false holds folds until the next user message instead")
 	maxMemory := fs.Int64("max-memory", proxy.DefaultMaxHeld, "conversation state held in memory, in `bytes`; the least recently used conversations are dropped (and read back from the store when they return)")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
@@ -146,6 +147,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer st.Close()
 		folder := proxy.NewFolder(st, schedule.Default, *window, log)
 		folder.MaxHeld = *maxMemory
+		folder.HoldThinking = !*dropBlock
 		defer folder.Close()
 		cfg.Folder = folder
 		log.Info("folding", "store", dir)

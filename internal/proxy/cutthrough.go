@@ -412,6 +412,16 @@ func (ct *cutThrough) fail(err error) {
 	close(ct.decided)
 }
 
+// predicted are the spans of the prediction being sent (nil: none).
+func (ct *cutThrough) predicted() []codec.Span {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if !ct.confirmed {
+		return nil
+	}
+	return ct.spans
+}
+
 // decidedPath is the file the request was folded in, once decided.
 func (ct *cutThrough) decidedPath() string {
 	ct.mu.Lock()
@@ -574,6 +584,9 @@ func (t cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.log.Debug("prediction abandoned; sending the decided body", "path", req.URL.Path)
 	again := req.Clone(req.Context())
 	setBody(again, final, info.ct.in.buf)
+	if info.api == Anthropic {
+		withBinding(again.Header, info.betas, codec.Binds(info.ct.in.applied))
+	}
 	body, _ := again.GetBody() // never fails
 	again.Body = body
 	return t.next.RoundTrip(again)

@@ -59,6 +59,11 @@ type Folder struct {
 	// MaxHeld bounds the bytes held in memory (0: DefaultMaxHeld); set it
 	// before the first request.
 	MaxHeld int64
+	// HoldThinking keeps the proxy from asking a Claude that binds thinking
+	// to its prefix to drop the thinking a fold invalidates (drop_block):
+	// folds then wait for a user turn, where no tool-use cycle holds
+	// thinking. Set it before the first request.
+	HoldThinking bool
 
 	mu    sync.Mutex
 	convs map[string]*conversation // by file name
@@ -134,6 +139,12 @@ type conversation struct {
 	// the frozen region on (mark), -1 for none: they may be repeated only
 	// while the mark belongs there.
 	markedAt int
+	// prevFolds are prevSpans without the binding (codec.BindSpan), which
+	// sits after the conversation and so moves as it grows: what a request
+	// that only appends may repeat.
+	prevFolds []codec.Span
+	// status is what the conversation's last request showed (Status).
+	status ConversationStatus
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -171,6 +182,7 @@ func (c *conversation) close() {
 		c.closed = true
 		c.file.Close()
 		c.setPrev(nil, nil, nil)
+		c.prevFolds = nil
 		c.eng, c.values, c.placed = nil, nil, false
 	}
 }
@@ -622,9 +634,16 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		keep = req.SameMessages(c.prev)
 	}
 	// The model decides what thinking may fold: on a Claude that binds
-	// thinking to its prefix, the request's own drop_block says whether the
-	// provider drops invalidated thinking or rejects the request.
+	// thinking to its prefix, drop_block says whether the provider drops
+	// invalidated thinking or rejects the request. Clients send it only to
+	// the first-party API, so the proxy asks for it itself (unless told
+	// to hold folds instead): an event then costs only the current
+	// tool-use cycle's thinking, instead of waiting for a user turn that a
+	// long agentic turn never sends.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
+	bind, binds := req.BindSpan()
+	binds = binds && !f.HoldThinking && wire.Preserved(model)
+	model.MidConvoEffort = model.MidConvoEffort || binds
 	appends := c.placed && keep == len(c.prev.Messages)
 	// Anthropic reads its cache only at breakpoints: where the client
 	// leaves one of the four free, the end of the frozen region gets one,
@@ -645,7 +664,7 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	switch {
 	case reused:
 		// The same placements and mark, at the same bytes.
-		spans = c.prevSpans
+		spans = c.prevFolds
 	case kept:
 		spans, err = req.Spans(c.edits(c.eng.Placements()))
 	default:
@@ -655,7 +674,12 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		spans, c.markedAt = mark(req, spans, wantAt, bp)
 	}
 	c.placed, c.placedAt = err == nil, res.Version
+	folds := spans
+	if err == nil && binds {
+		spans = bound(spans, bind)
+	}
 	c.setPrev(req, buf, spans) // nil on error: it went out unchanged
+	c.prevFolds = folds
 	// Its body's buffer, and the engine's copy of its messages (about the
 	// body's size again, and as much in block texts).
 	size = 2 * int64(len(req.Body()))
@@ -671,10 +695,18 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 		return unchanged, err.Error(), nil, size
 	}
 	segs, _ := codec.Splice(req.Body(), spans)
-	if res.Event != nil {
-		f.log.Info("fold event", "seq", res.Event.Seq, "trigger", string(res.Event.Trigger), "blocks", len(res.Event.Folds), "file", c.file.Path())
-	}
+	f.note(c, req, res, model, binds)
 	return segs, "", spans, size
+}
+
+// bound is spans with the binding inserted in order (it follows the
+// conversation, so it is usually last).
+func bound(spans []codec.Span, bind codec.Span) []codec.Span {
+	i := len(spans)
+	for i > 0 && spans[i-1].Start > bind.Start {
+		i--
+	}
+	return slices.Insert(slices.Clip(spans), i, bind)
 }
 
 // mark adds to spans, unless at is -1, the breakpoint at the end of the
@@ -701,10 +733,10 @@ func mark(req *codec.Request, spans []codec.Span, at int, bp []byte) ([]codec.Sp
 // the spans prev went out with (pre: what is known of its prefix). c.mu
 // is held.
 func (c *conversation) repeats(req *codec.Request, pre prefix) bool {
-	if len(c.prevSpans) == 0 {
+	if len(c.prevFolds) == 0 {
 		return true
 	}
-	end := c.prevSpans[len(c.prevSpans)-1].End
+	end := c.prevFolds[len(c.prevFolds)-1].End
 	if pre.prev == c.prev {
 		return pre.common >= end
 	}

@@ -23,7 +23,9 @@
 //     segment, raw, percent-encoded (%2e), or set off by an encoded slash
 //     (%2f, %5c) or a backslash, is refused with 400, not resolved; no
 //     client of these APIs sends one.
-//   - Headers pass through (hop-by-hop ones aside) and nothing is added; API
+//   - Headers pass through (hop-by-hop ones aside) and nothing is added but
+//     the thinking-binding beta, to an Anthropic request whose body the
+//     Folder gave the drop_block it needs (withBinding); API
 //     keys are never logged: logs carry the method, the path without its
 //     query, the status and the time, and a refused request's Host or
 //     Origin cut to 100 bytes.
@@ -51,6 +53,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,6 +137,29 @@ type reqInfo struct {
 	held *heldHeaders
 	// client is the request's body as the server gave it, unbounded.
 	client io.Reader
+	// betas are the client's own anthropic-beta header values.
+	betas []string
+}
+
+// withBinding sets h's anthropic-beta to the client's own betas, plus the
+// beta block_binding needs when the body carries one the proxy put there
+// (codec.BindSpan), which is the only header the proxy ever adds.
+func withBinding(h http.Header, client []string, binds bool) {
+	vals := slices.Clone(client)
+	if binds && !slices.ContainsFunc(vals, func(v string) bool {
+		return slices.ContainsFunc(strings.Split(v, ","), func(b string) bool { return strings.TrimSpace(b) == codec.BindingBeta })
+	}) {
+		if n := len(vals); n > 0 && strings.TrimSpace(vals[n-1]) != "" {
+			vals[n-1] += "," + codec.BindingBeta
+		} else {
+			vals = append(vals, codec.BindingBeta)
+		}
+	}
+	if len(vals) == 0 {
+		h.Del("Anthropic-Beta")
+		return
+	}
+	h["Anthropic-Beta"] = vals
 }
 
 // errReader fails every read with its error.
@@ -186,6 +212,13 @@ func New(cfg Config) (*Proxy, error) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
 			pr.SetURL(p.upstream(info.api))
+			if info.in != nil && info.api == Anthropic {
+				spans := info.in.applied
+				if info.ct != nil {
+					spans = info.ct.predicted()
+				}
+				withBinding(pr.Out.Header, info.betas, codec.Binds(spans))
+			}
 			// A reader the transport itself closes, so the body's buffer
 			// is let go once it is sent (ReverseProxy hides the Close of the
 			// body it was given).
@@ -291,11 +324,15 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "contextfold proxy refuses a path with a . or .. segment, which could leave the upstream's path; send the request to its path as the API names it, e.g. POST /v1/messages")
 		return
 	}
+	if r.URL.Path == StatusPath {
+		p.status(w, r)
+		return
+	}
 	if p.upstream(api) == nil {
 		writeError(w, api, http.StatusBadGateway, "api_error", fmt.Sprintf("contextfold proxy has no %s upstream configured", api))
 		return
 	}
-	info := &reqInfo{api: api, start: time.Now(), held: w, client: r.Body}
+	info := &reqInfo{api: api, start: time.Now(), held: w, client: r.Body, betas: r.Header.Values("Anthropic-Beta")}
 	if r.ContentLength > p.cfg.MaxBody {
 		p.tooLarge(w, r, info)
 		return
@@ -331,6 +368,31 @@ func (p *Proxy) serve(w *heldHeaders, r *http.Request) {
 		setBody(r, out, in.buf)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+}
+
+// StatusPath is where the proxy answers, itself, with the status of the
+// conversations it folds (Folder.Status) as JSON: no provider has a path
+// there.
+const StatusPath = "/contextfold/status"
+
+func (p *Proxy) status(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "contextfold proxy: GET "+StatusPath, http.StatusMethodNotAllowed)
+		return
+	}
+	st := struct {
+		Folding       bool                 `json:"folding"`
+		Conversations []ConversationStatus `json:"conversations"`
+	}{Conversations: []ConversationStatus{}}
+	if p.cfg.Folder != nil {
+		st.Folding = true
+		st.Conversations = p.cfg.Folder.Status()
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(b, '\n'))
 }
 
 // hasDotSegment reports whether path, as decoded (so %2e is a dot and %2f

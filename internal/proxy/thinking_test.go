@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -105,29 +106,43 @@ func thinkingScript(userEvery int) fakellm.Script {
 // rules (signatures bound to their text and, on a preserved-thinking model,
 // to their prefix). No request is ever rejected; folds reach the upstream;
 // on a preserved model a fold event leaves no signed thinking after its
-// change except where the request asked the provider to drop it, and
-// without drop_block events wait for a user turn.
+// change except where the request asks the provider to drop it, as the
+// proxy does itself when the client does not (its beta header with it),
+// so that a single long turn folds too, each event dropping at most the
+// current cycle's thinking. Held (Folder.HoldThinking), events wait for a
+// user turn, and the log and the status say so.
 func TestSignedThinkingThroughTheProxy(t *testing.T) {
 	cases := []struct {
 		name      string
 		model     string
-		dropBlock bool
+		dropBlock bool // the client asks for drop_block itself
+		hold      bool // Folder.HoldThinking
+		userEvery int  // every userEvery-th answer ends the turn
 		// atUserTurns: fold events only on requests that end with a user
 		// message (the provider would reject invalidated thinking).
 		atUserTurns bool
+		// bound: the proxy adds block_binding and its beta.
+		bound bool
+		// none: no fold event at all (a single turn, held).
+		none bool
 	}{
-		{"preserved without drop_block", fakellm.PreservedClaude, false, true},
-		{"preserved with drop_block", fakellm.PreservedClaude, true, false},
-		{"thinking kept every turn", "claude-opus-5-0-fake", false, false},
+		{name: "preserved, held", model: fakellm.PreservedClaude, hold: true, userEvery: 7, atUserTurns: true},
+		{name: "preserved, held, one long turn", model: fakellm.PreservedClaude, hold: true, userEvery: 1000, none: true},
+		{name: "preserved, the proxy asks for drop_block", model: fakellm.PreservedClaude, userEvery: 7, bound: true},
+		{name: "preserved, the proxy asks for drop_block, one long turn", model: fakellm.PreservedClaude, userEvery: 1000, bound: true},
+		{name: "preserved with drop_block", model: fakellm.PreservedClaude, dropBlock: true, userEvery: 7},
+		{name: "thinking kept every turn", model: "claude-opus-5-0-fake", userEvery: 7},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fake, err := fakellm.Start(thinkingScript(7), fakellm.Options{})
+			fake, err := fakellm.Start(thinkingScript(tc.userEvery), fakellm.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer fake.Close()
-			folder := testFolder(t, 30_000, nil)
+			var logs bytes.Buffer
+			folder := testFolder(t, 30_000, slog.New(slog.NewTextHandler(&logs, nil)))
+			folder.HoldThinking = tc.hold
 			up := mustURL(t, fake.AnthropicURL())
 			p, err := New(Config{Anthropic: up, OpenAI: up, Folder: folder})
 			if err != nil {
@@ -220,18 +235,80 @@ func TestSignedThinkingThroughTheProxy(t *testing.T) {
 				}
 			}
 			t.Logf("%d requests, %d fold events, %d codes in the last request, %d thinking blocks folded to text, %d dropped by the provider", len(reqs), events, len(prevCodes), thinkingFolded, dropped)
+			bound := 0
+			for _, q := range reqs {
+				if bytes.Contains(q.Body, []byte(`"block_binding":{"prefix_mismatch_behavior":"drop_block"}`)) {
+					bound++
+					if !strings.Contains(strings.Join(q.Header.Values("Anthropic-Beta"), ","), fakellm.BindingBeta) {
+						t.Errorf("request %d carries block_binding without its beta", q.Seq)
+					}
+				}
+			}
+			if tc.bound && bound != len(reqs)-1 {
+				t.Errorf("%d of %d requests carry the proxy's block_binding; want all but the first (no tool result yet)", bound, len(reqs))
+			}
+			if !tc.bound && !tc.dropBlock && bound > 0 {
+				t.Errorf("%d requests carry a block_binding the client did not send", bound)
+			}
+			st := proxyStatus(t, front)
+			if len(st) != 1 {
+				t.Fatalf("status lists %d conversations, want 1", len(st))
+			}
+			held := strings.Count(logs.String(), "msg=\"fold held\"")
+			t.Logf("status: %+v", st[0])
+			if tc.none {
+				if events != 0 {
+					t.Fatalf("%d fold events in a single turn on a model that rejects invalidated thinking", events)
+				}
+				if st[0].Held == "" || held != 1 {
+					t.Errorf("held folds: status %q, %d log lines; want the reason in both, logged once", st[0].Held, held)
+				}
+				return
+			}
 			if events == 0 {
 				t.Fatal("nothing folded")
+			}
+			if st[0].Events == 0 || st[0].Folded == 0 || st[0].DropBlock != tc.bound {
+				t.Errorf("status %+v: want its events and folds, and DropBlock %v", st[0], tc.bound)
+			}
+			if tc.bound && st[0].ThinkingDropped != dropped {
+				t.Errorf("the proxy reports %d thinking blocks dropped, the provider dropped %d", st[0].ThinkingDropped, dropped)
 			}
 			if tc.model == fakellm.PreservedClaude && thinkingFolded == 0 {
 				t.Error("no invalidated thinking was folded")
 			}
-			if !tc.dropBlock && dropped > 0 {
+			if !tc.dropBlock && !tc.bound && dropped > 0 {
 				t.Errorf("the provider dropped %d blocks without drop_block", dropped)
 			}
-			if tc.dropBlock && dropped > events {
+			if (tc.dropBlock || tc.bound) && dropped > events {
 				t.Errorf("the provider dropped %d blocks in %d events: more than the current cycle's of each", dropped, events)
 			}
 		})
 	}
+}
+
+// proxyStatus is what GET StatusPath on the proxy at base answers.
+func proxyStatus(t *testing.T, base string) []ConversationStatus {
+	t.Helper()
+	res, err := http.Post(base+StatusPath, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST %s: %d, want 405", StatusPath, res.StatusCode)
+	}
+	res, err = http.Get(base + StatusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st struct {
+		Folding       bool
+		Conversations []ConversationStatus
+	}
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil || res.StatusCode != 200 || !st.Folding {
+		t.Fatalf("GET %s: %d, folding %v, %v", StatusPath, res.StatusCode, st.Folding, err)
+	}
+	return st.Conversations
 }

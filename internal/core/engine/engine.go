@@ -364,6 +364,10 @@ type Result struct {
 	Bounded []string
 	// Status is the policy's display status.
 	Status policy.Status
+	// Held says the policy's event waits for a user turn: the model
+	// rejects signed thinking whose prefix changed, and this request is
+	// inside a tool-use cycle whose thinking must stay.
+	Held bool
 	// Version is the placement version after this request.
 	Version int
 	// Anchor is the newest tool result folded before this request's event,
@@ -497,6 +501,7 @@ func (e *Engine) Step(req Request, j Journal) (res Result) {
 			}
 		}
 		if e.waiting {
+			res.Held = true
 			res.Status.Note = "fold held until the next user message: this model rejects reasoning whose prefix changed"
 		}
 		res.Collisions = collisions

@@ -120,6 +120,12 @@ type Request struct {
 	common int
 	// bps are the body's cache breakpoints (Messages), in order.
 	bps []breakpoint
+	// thinkingEnd is the offset of the closing brace of the body's
+	// thinking object (Messages) when thinking is on and the client set
+	// no block_binding of its own; 0 otherwise.
+	thinkingEnd int
+	// convLen is the length of the conversation array's value.
+	convLen int
 }
 
 // breakpoint is where one cache_control member sits in a body: its name at
@@ -212,10 +218,11 @@ func DecodeAfterPrefix(api API, body []byte, prev *Request, common int) (*Reques
 				return nil, fmt.Errorf("%w: %q appears twice", ErrNotConversation, key)
 			}
 			ve, err = r.conversation(body, vs, prev)
+			r.convLen = ve - vs
 		} else {
 			ve, err = r.valueEnd(body, vs, name, prev)
 			if err == nil {
-				r.member(name, body[vs:ve])
+				r.member(name, body[vs:ve], vs)
 			}
 		}
 		if err != nil {
@@ -290,8 +297,9 @@ func skip(b []byte, i int) int {
 	return i
 }
 
-// member notes a top-level member other than the conversation.
-func (r *Request) member(name string, v []byte) {
+// member notes a top-level member other than the conversation, whose
+// value v starts at vs in the body.
+func (r *Request) member(name string, v []byte, vs int) {
 	switch name {
 	case "model":
 		if rawjson.IsString(v) {
@@ -307,9 +315,14 @@ func (r *Request) member(name string, v []byte) {
 		}
 	case "thinking":
 		if r.API == Messages {
-			tm, _ := rawjson.Object(v)
-			bm, _ := rawjson.Object(getRaw(tm, "block_binding"))
+			tm, err := rawjson.Object(v)
+			bind := getRaw(tm, "block_binding")
+			bm, _ := rawjson.Object(bind)
 			r.DropBlock = str(bm, "prefix_mismatch_behavior") == "drop_block"
+			r.thinkingEnd = 0
+			if t := str(tm, "type"); err == nil && bind == nil && unique(tm) && (t == "enabled" || t == "adaptive") {
+				r.thinkingEnd = vs + len(v) - 1 // its closing brace
+			}
 		}
 	}
 }
@@ -1077,6 +1090,41 @@ func (r *Request) findBreakpoints(prev *Request) {
 		from = ve
 	}
 }
+
+// BindingBeta is the beta an Anthropic request needs to carry
+// thinking.block_binding.
+const BindingBeta = "thinking-binding-controls-2026-08-01"
+
+// bindValue is what BindSpan inserts into the thinking object.
+var bindValue = []byte(`,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`)
+
+// BindSpan asks the provider to drop, not reject, thinking whose prefix
+// changed: an insertion of block_binding {"prefix_mismatch_behavior":
+// "drop_block"} into the body's thinking object, which then needs the
+// BindingBeta header. ok is false where the body has no thinking on, or
+// already says what it wants (a block_binding of its own).
+func (r *Request) BindSpan() (sp Span, ok bool) {
+	if r.API != Messages || r.thinkingEnd <= 0 {
+		return Span{}, false
+	}
+	return Span{Start: r.thinkingEnd, End: r.thinkingEnd, Value: bindValue}, true
+}
+
+// Binds reports whether spans hold a BindSpan: the body they make needs
+// the BindingBeta header.
+func Binds(spans []Span) bool {
+	for i := len(spans) - 1; i >= 0; i-- {
+		if s := spans[i]; s.Start == s.End && bytes.Equal(s.Value, bindValue) {
+			return true
+		}
+	}
+	return false
+}
+
+// Overhead is how many bytes of the body are not its conversation: the
+// system prompt, the tool declarations and the request's settings, which
+// count against the context window as much as the messages do.
+func (r *Request) Overhead() int { return len(r.body) - r.convLen }
 
 // MarkSpan places a cache breakpoint with value v on message msg's tool
 // result block (an Anthropic tool_result, whose output Spans replaces):

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -1099,4 +1100,65 @@ func FuzzMarkSpan(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBindSpan: the binding goes into a thinking object that is on and
+// says nothing of binding, and nowhere else; the body it makes is valid
+// JSON carrying drop_block, and Binds finds it among other spans.
+func TestBindSpan(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"go"}]`
+	for _, tc := range []struct {
+		name, body string
+		api        API
+		want       string // the thinking object after the insertion; "": none
+	}{
+		{"adaptive", `{"model":"m",` + msgs + `,"thinking":{"type":"adaptive","display":"updates"}}`, Messages,
+			`{"type":"adaptive","display":"updates","block_binding":{"prefix_mismatch_behavior":"drop_block"}}`},
+		{"enabled, spaced", `{"thinking": { "type" : "enabled", "budget_tokens": 31999 } ,` + msgs + `}`, Messages,
+			`{ "type" : "enabled", "budget_tokens": 31999 ,"block_binding":{"prefix_mismatch_behavior":"drop_block"}}`},
+		{"the client's own binding", `{` + msgs + `,"thinking":{"type":"adaptive","block_binding":{"prefix_mismatch_behavior":"reject"}}}`, Messages, ""},
+		{"thinking off", `{` + msgs + `,"thinking":{"type":"disabled"}}`, Messages, ""},
+		{"duplicate type", `{` + msgs + `,"thinking":{"type":"adaptive","type":"disabled"}}`, Messages, ""},
+		{"not an object", `{` + msgs + `,"thinking":"adaptive"}`, Messages, ""},
+		{"no thinking", `{` + msgs + `}`, Messages, ""},
+		{"chat", `{` + msgs + `,"thinking":{"type":"adaptive"}}`, Chat, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Decode(tc.api, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp, ok := r.BindSpan()
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("BindSpan = %+v, want none", sp)
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("BindSpan: none")
+			}
+			other := Span{Start: 1, End: 1, Value: []byte(`"x":1,`)}
+			spans := []Span{other, sp}
+			if !Binds(spans) || Binds(spans[:1]) {
+				t.Fatalf("Binds(%v) wrong", spans)
+			}
+			segs, _ := Splice(r.Body(), spans)
+			out := bytes.Join(segs, nil)
+			var got struct{ Thinking json.RawMessage }
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			if string(got.Thinking) != tc.want {
+				t.Errorf("thinking = %s\nwant       %s", got.Thinking, tc.want)
+			}
+			again, err := Decode(tc.api, out)
+			if err != nil || !again.DropBlock {
+				t.Errorf("the bound body does not ask for drop_block (%v)", err)
+			}
+			if _, ok := again.BindSpan(); ok {
+				t.Error("a bound body would be bound again")
+			}
+		})
+	}
 }

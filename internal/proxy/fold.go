@@ -17,6 +17,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/tokens"
 	"github.com/contextfold/contextfold/internal/core/wire"
 	"github.com/contextfold/contextfold/internal/proxy/codec"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
@@ -64,6 +65,10 @@ type Folder struct {
 	// folds then wait for a user turn, where no tool-use cycle holds
 	// thinking. Set it before the first request.
 	HoldThinking bool
+	// Env reads the client settings the proxy keeps ahead of (such as
+	// CLAUDE_CODE_AUTO_COMPACT_WINDOW), from the proxy's environment: the
+	// shell that starts the client usually starts it too (nil: none).
+	Env func(string) string
 
 	mu    sync.Mutex
 	convs map[string]*conversation // by file name
@@ -75,6 +80,12 @@ type Folder struct {
 	opening map[string]*sync.Mutex
 	// closed: Close ran; requests pass through and no idle work starts.
 	closed bool
+	// aliases map the file name of a conversation that continues from a
+	// client's compaction to the file it is carried on in; compacted maps
+	// a scope (Folder.scopes) to the file of its conversation whose
+	// compaction request came last, for the conversation that continues
+	// from it (compaction.go).
+	aliases, compacted map[string]string
 	// bg counts the idle work running (Prepare between requests), and
 	// the requests folded but not settled yet (Settle), which may start
 	// more.
@@ -88,7 +99,8 @@ func NewFolder(store *foldstore.Store, pol policy.Policy, window int, log *slog.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Folder{store: store, policy: pol, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}, opening: map[string]*sync.Mutex{}}
+	return &Folder{store: store, policy: pol, log: log, window: window, convs: map[string]*conversation{}, scopes: map[string][]*conversation{}, opening: map[string]*sync.Mutex{},
+		aliases: map[string]string{}, compacted: map[string]string{}}
 }
 
 // Close stops idle work and closes every conversation file; requests that
@@ -145,6 +157,12 @@ type conversation struct {
 	prevFolds []codec.Span
 	// status is what the conversation's last request showed (Status).
 	status ConversationStatus
+	// index is what the client's last compaction left recallable, as
+	// text: the conversation that continues from its summary gets it
+	// appended to that summary (compaction.go). compactedAt is how many
+	// messages the compaction request had (0: none seen yet).
+	index       string
+	compactedAt int
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -275,6 +293,8 @@ type Incoming struct {
 	// Fold knows them (nil otherwise).
 	applied []codec.Span
 	scope   string
+	// client is the agent the request came from, by its headers.
+	client  Client
 	cands   []*codec.Request
 	spans   [][]codec.Span // per candidate: the edits it went out with
 	held    []*buffer      // the candidates' bodies, held until done
@@ -300,7 +320,7 @@ type afterFold struct {
 // Begin returns the Incoming of a request of api, for its body's bytes to
 // be written to as they arrive; Fold takes it.
 func (f *Folder) Begin(r *http.Request, api codec.API) *Incoming {
-	in := &Incoming{api: api, scope: string(api) + "\x00" + scopeOf(r)}
+	in := &Incoming{api: api, scope: string(api) + "\x00" + scopeOf(r), client: clientOf(r.Header)}
 	f.mu.Lock()
 	list := f.scopes[in.scope]
 	list = append([]*conversation(nil), list[:min(len(list), maxCandidates)]...)
@@ -366,13 +386,12 @@ func (in *Incoming) best() (*codec.Request, int) {
 	return best, n
 }
 
-// conversation returns the held state of conversation key of the client
-// session session (scope is its list key, see Folder.scopes), opening
-// (and replaying) its file when it is not held. The file is read without
-// f.mu, so that one conversation's replay does not hold up the requests of
-// the others.
-func (f *Folder) conversation(api codec.API, session, scope, key string) (*conversation, error) {
-	name := foldstore.FileName(string(api), key)
+// conversation returns the held state of the conversation in file name
+// of the client session session (scope is its list key, see
+// Folder.scopes), opening (and replaying) its file when it is not held.
+// The file is read without f.mu, so that one conversation's replay does
+// not hold up the requests of the others.
+func (f *Folder) conversation(api codec.API, session, scope, name string) (*conversation, error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -397,16 +416,16 @@ func (f *Folder) conversation(api codec.API, session, scope, key string) (*conve
 	c, ok := f.convs[name]
 	f.mu.Unlock()
 	if ok {
-		return f.conversation(api, session, scope, key)
+		return f.conversation(api, session, scope, name)
 	}
-	file, contents, err := f.store.Conversation(string(api), session, key)
+	file, contents, err := f.store.ConversationFile(string(api), session, name)
 	if err != nil {
 		return nil, err
 	}
 	// Codes are the conversation's own: clients whose model server numbers
 	// its calls alike (call_1, call_2, …) fold under different codes.
 	eng := engine.New(engine.Config{Policy: f.policy, Scope: name})
-	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1}
+	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1, index: contents.Index}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
@@ -526,7 +545,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		in.done()
 		fresh := f.Begin(r, api)
 		fresh.Write(body)
-		in.cands, in.spans, in.held, in.common, in.equal, in.n = fresh.cands, fresh.spans, fresh.held, fresh.common, fresh.equal, fresh.n
+		in.cands, in.spans, in.held, in.common, in.equal, in.n, in.client = fresh.cands, fresh.spans, fresh.held, fresh.common, fresh.equal, fresh.n, fresh.client
 	}
 	defer in.done() // also if decoding panics
 	prev, common := in.best()
@@ -546,14 +565,18 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 	}
 	thread, ok := threadOf(req, scope != "")
 	if !ok {
+		if out, ok := f.firstAfterCompaction(api, scope, req); ok {
+			return out, ""
+		}
 		return unchanged, "no tool result yet"
 	}
+	name := f.resolve(api, scope, scope+"\x00"+thread, req)
 	for range 2 {
-		c, err := f.conversation(api, scope, string(api)+"\x00"+scope, scope+"\x00"+thread)
+		c, err := f.conversation(api, scope, string(api)+"\x00"+scope, name)
 		if err != nil {
 			return unchanged, err.Error()
 		}
-		out, why, applied, after := f.fold(c, api, req, in.buf, prefix{prev, common})
+		out, why, applied, after := f.fold(c, api, in.client, req, in.buf, prefix{prev, common})
 		if after != nil {
 			in.path, in.applied, in.after = c.file.Path(), applied, after
 			return out, why
@@ -565,7 +588,7 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 
 // fold folds req in c, unless c was evicted (after nil), and returns what
 // follows the request in c, for Settle.
-func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, after *afterFold) {
+func (f *Folder) fold(c *conversation, api codec.API, cl Client, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, after *afterFold) {
 	c.waiting.Add(1)
 	c.mu.Lock()
 	c.waiting.Add(-1)
@@ -575,7 +598,7 @@ func (f *Folder) fold(c *conversation, api codec.API, req *codec.Request, buf *b
 	}
 	after = &afterFold{c: c}
 	defer c.mu.Unlock() // also when step panics (Fold recovers)
-	out, why, applied, after.size = f.step(c, api, req, buf, pre)
+	out, why, applied, after.size = f.step(c, api, cl, req, buf, pre)
 	after.idle = !c.preparing
 	c.preparing = true
 	f.mu.Lock()
@@ -617,7 +640,7 @@ type prefix struct {
 
 // step folds req in c; pre is what its body shares with an earlier one.
 // out is the body with applied's spans applied. c.mu is held.
-func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, size int64) {
+func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, size int64) {
 	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
@@ -652,7 +675,16 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	// means the client has caching off.
 	bps, bp := req.Breakpoints()
 	anchored := model.CachesAtBreakpoints() && bps > 0 && bps < codec.MaxBreakpoints
-	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: f.window, Model: model, KnownVersion: c.placedAt, HaveVersion: appends, Anchored: anchored}, j)
+	// The whole request counts against the window, and the client's own
+	// compaction threshold bounds the budget (budget.go).
+	plan := f.plan(cl, req.Model)
+	overhead := tokens.EstimateUnits(req.Overhead())
+	if c.index != "" {
+		overhead += tokens.Estimate(c.index)
+	}
+	compacting := compactionRequest(req) && c.compactedAt != len(req.Messages)
+	res := c.eng.Step(engine.Request{Keep: keep, Append: req.Messages[keep:], Window: plan.Window, Reserve: plan.Reserve, Overhead: overhead,
+		Model: model, KnownVersion: c.placedAt, HaveVersion: appends, Anchored: anchored}, j)
 	kept := appends && res.Version == c.placedAt // Step left the placements out
 	var spans []codec.Span
 	var err error
@@ -672,6 +704,7 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	}
 	if err == nil && !reused {
 		spans, c.markedAt = mark(req, spans, wantAt, bp)
+		spans = c.withIndex(req, spans)
 	}
 	c.placed, c.placedAt = err == nil, res.Version
 	folds := spans
@@ -680,6 +713,10 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	}
 	c.setPrev(req, buf, spans) // nil on error: it went out unchanged
 	c.prevFolds = folds
+	if compacting {
+		// After this request's own spans: what it sends is decided.
+		f.compaction(c, req, j)
+	}
 	// Its body's buffer, and the engine's copy of its messages (about the
 	// body's size again, and as much in block texts).
 	size = 2 * int64(len(req.Body()))
@@ -696,6 +733,8 @@ func (f *Folder) step(c *conversation, api codec.API, req *codec.Request, buf *b
 	}
 	segs, _ := codec.Splice(req.Body(), spans)
 	f.note(c, req, res, model, binds)
+	c.status.Window, c.status.Reserve, c.status.WindowFrom, c.status.Client = plan.Window, plan.Reserve, plan.From, cl.String()
+	c.status.Tokens = res.Status.LiveTokens + overhead
 	return segs, "", spans, size
 }
 

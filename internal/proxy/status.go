@@ -25,6 +25,13 @@ type ConversationStatus struct {
 	Tokens int `json:"tokens"`
 	Window int `json:"window"`
 	Budget int `json:"budget"`
+	// Reserve is the room the client keeps free: it compacts its history
+	// once a request reaches Window − Reserve. WindowFrom says where the
+	// window came from (the -window flag, the client's setting, the
+	// model); Client names the client, by its headers.
+	Reserve    int    `json:"reserve,omitempty"`
+	WindowFrom string `json:"windowFrom"`
+	Client     string `json:"client,omitempty"`
 	// Events is the conversation's last fold event's number, Folded the
 	// blocks folded now.
 	Events int `json:"events"`

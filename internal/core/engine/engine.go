@@ -321,6 +321,11 @@ type Request struct {
 	Window int
 	// Reported is the provider-anchored usage estimate, 0 when unknown.
 	Reported int
+	// Overhead is what the request carries besides its messages (system
+	// prompt, tool declarations), in tokens: it counts against the window
+	// as much as they do. Without Reported, the policy then judges the
+	// messages as sent plus Overhead.
+	Overhead int
 	// Reserve is the room the agent keeps free: it compacts once a request
 	// reaches Window − Reserve (Pi's compaction.reserveTokens). 0 means the
 	// agent does not compact on its own (or its setting is unknown).
@@ -809,6 +814,9 @@ func (e *Engine) buildView(req Request) policy.View {
 		if special && !vb.Held && vb.Foldable {
 			vb.Held = e.unfolded[vb.ID] || e.rejected[vb.ID]
 		}
+	}
+	if v.Reported == 0 && req.Overhead > 0 {
+		v.Reported = v.LiveTokens + req.Overhead
 	}
 	v.TailTarget = tail
 	v.ProtectFrom = protectFrom(e.view, tail)

@@ -803,3 +803,25 @@ func TestFoldableKeepsToTheTail(t *testing.T) {
 		t.Errorf("with no frame: %d and %d", a, b)
 	}
 }
+
+// TestOverheadCountsAgainstTheWindow: a request's system prompt and tool
+// declarations (Request.Overhead) count with its messages: the same
+// messages that stay under the budget alone fold once the overhead is
+// added, and the policy sees the sum.
+func TestOverheadCountsAgainstTheWindow(t *testing.T) {
+	msgs := longSession(30, 80).msgs // ~40k tokens: under the envelope's 45 % alone
+	for _, tc := range []struct {
+		overhead int
+		folds    bool
+	}{{0, false}, {40_000, true}} {
+		e := New(shipped())
+		j := &memJournal{}
+		res := e.Step(Request{Append: msgs, Window: 100_000, Overhead: tc.overhead}, j)
+		if got := res.Event != nil; got != tc.folds {
+			t.Errorf("overhead %d: event %v, want %v (status %+v)", tc.overhead, got, tc.folds, res.Status)
+		}
+		if tc.overhead > 0 && res.Status.UsageFraction*100_000 < float64(tc.overhead) {
+			t.Errorf("overhead %d: the policy saw %.3f of the window, less than the overhead alone", tc.overhead, res.Status.UsageFraction)
+		}
+	}
+}

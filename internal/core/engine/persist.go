@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/contextfold/contextfold/internal/core/block"
 	"github.com/contextfold/contextfold/internal/core/policy"
 	"github.com/contextfold/contextfold/internal/core/registry"
 )
@@ -116,4 +117,40 @@ func (e *Engine) Replay(entries []Entry) (skipped int, err error) {
 		return skipped + len(errs), fmt.Errorf("replay: %d records unusable (first: %w)", len(errs), errs[0])
 	}
 	return skipped, nil
+}
+
+// Compaction is the event that records, when the agent compacts its own
+// history (blocks, linearized by this engine), every block of it that
+// never folded, so that each stays
+// recallable byte for byte once the history is gone: a record per block
+// (Compacted, with its code), none of them folded in any request sent.
+// It is nil when every such block has a record already. The caller
+// commits it and replays its entry, as for a fold event; ids whose code
+// collides stay out, listed in skipped.
+func (e *Engine) Compaction(blocks []block.Block) (ev *Event, skipped []string) {
+	seq := e.lastSeq + 1
+	ev = &Event{Seq: seq, Trigger: policy.Compact}
+	codes := map[string]string{}
+	for k := range blocks {
+		b := &blocks[k]
+		if !block.Durable(b.ID) || !b.Foldable() {
+			continue
+		}
+		if _, ok := e.reg.Get(b.ID); ok {
+			continue
+		}
+		code := e.Code(b.ID)
+		if e.reg.Collides(b.ID, code) || (codes[code] != "" && codes[code] != b.ID) {
+			skipped = append(skipped, b.ID)
+			continue
+		}
+		codes[code] = b.ID
+		bytes, lines := registry.Extent(b.Text)
+		ev.Folds = append(ev.Folds, registry.Record{ID: b.ID, Code: code, Seq: seq, Bytes: bytes, Lines: lines, SHA256: registry.Sum(b.Text),
+			Tool: b.ToolName, Kind: b.Kind.String(), IsError: b.IsError, Turn: b.Turn, FullOutputPath: b.FullOutputPath, Compacted: true})
+	}
+	if len(ev.Folds) == 0 {
+		return nil, skipped
+	}
+	return ev, skipped
 }

@@ -76,23 +76,10 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	// code and a fold record now, per block: one that collides is skipped,
 	// the rest are recorded (docs/EDGES.md #4, 7).
 	var recs []registry.Record
-	codes := map[string]string{}
-	for _, b := range leaving.Blocks() {
-		if !block.Durable(b.ID) || !b.Foldable() {
-			continue
-		}
-		if _, ok := ss.eng.Registry().Get(b.ID); ok {
-			continue
-		}
-		code := ss.eng.Code(b.ID)
-		if ss.eng.Registry().Collides(b.ID, code) || (codes[code] != "" && codes[code] != b.ID) {
-			res.Skipped = append(res.Skipped, b.ID)
-			continue
-		}
-		codes[code] = b.ID
-		bytes, lines := registry.Extent(b.Text)
-		recs = append(recs, registry.Record{ID: b.ID, Code: code, Seq: seq, Bytes: bytes, Lines: lines, SHA256: registry.Sum(b.Text),
-			Tool: b.ToolName, Kind: b.Kind.String(), IsError: b.IsError, Turn: b.Turn, FullOutputPath: b.FullOutputPath, Compacted: true})
+	ev, skipped := ss.eng.Compaction(leaving.Blocks())
+	res.Skipped = append(res.Skipped, skipped...)
+	if ev != nil {
+		recs = ev.Folds
 	}
 	// The compaction's seed-index record covers the whole leaving span.
 	var masked []seedindex.Masked

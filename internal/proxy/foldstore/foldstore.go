@@ -83,6 +83,9 @@ const (
 	TEntry         = "entry"
 	TUnfoldRequest = "unfold-request"
 	TCall          = "call"
+	// TIndex: the index of what a client's compaction left recallable
+	// (Text), appended to the summary the conversation continues from.
+	TIndex = "index"
 )
 
 // DefaultDir is where the proxy keeps its store: the XDG state directory
@@ -188,7 +191,16 @@ type Conversation struct {
 // belongs to ("" for none), recorded as its SessionTag when the file is
 // created.
 func (s *Store) Conversation(api, session, key string) (*Conversation, *Contents, error) {
-	path := filepath.Join(s.dir, FileName(api, key))
+	return s.ConversationFile(api, session, FileName(api, key))
+}
+
+// ConversationFile is Conversation for the file named name in the store
+// (FileName, or an alias's target).
+func (s *Store) ConversationFile(api, session, name string) (*Conversation, *Contents, error) {
+	if name != filepath.Base(name) || !strings.HasSuffix(name, ".jsonl") {
+		return nil, nil, fmt.Errorf("foldstore: %q is no conversation file name", name)
+	}
+	path := filepath.Join(s.dir, name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("foldstore: %w", err)
@@ -217,6 +229,65 @@ func (s *Store) Conversation(api, session, key string) (*Conversation, *Contents
 		return nil, nil, fmt.Errorf("foldstore: %s belongs to api %q, not %q", path, contents.API, api)
 	}
 	return c, contents, nil
+}
+
+// aliasFile is where the alias of conversation file name is kept: beside
+// it, not a .jsonl file, so that only Alias reads it.
+func (s *Store) aliasFile(name string) string {
+	return filepath.Join(s.dir, strings.TrimSuffix(name, ".jsonl")+".alias")
+}
+
+// Alias returns the file the conversation file name continues in, if an
+// alias says so: a client that compacts its history goes on in a new
+// conversation, which the proxy carries on in the old one's file.
+func (s *Store) Alias(name string) (target string, ok bool) {
+	b, err := os.ReadFile(s.aliasFile(name))
+	if err != nil {
+		return "", false
+	}
+	target = strings.TrimSpace(string(b))
+	if target == "" || target != filepath.Base(target) || !strings.HasSuffix(target, ".jsonl") {
+		return "", false
+	}
+	return target, true
+}
+
+// SetAlias durably records that the conversation file name continues in
+// target (Alias).
+func (s *Store) SetAlias(name, target string) error {
+	path := s.aliasFile(name)
+	tmp, err := os.CreateTemp(s.dir, ".alias-*")
+	if err != nil {
+		return fmt.Errorf("foldstore: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(target + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("foldstore: %w", err)
+	}
+	// The rename is durable once the directory is; where a directory
+	// cannot be synced (Windows), the rename is as durable as it gets.
+	if d, err := os.Open(s.dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// RecordIndex durably appends the index of what a client's compaction
+// left recallable (Contents.Index), which the conversation that continues
+// from its summary gets once, appended to that summary.
+func (c *Conversation) RecordIndex(text string) error {
+	return c.append([]Line{{T: TIndex, Text: text}})
 }
 
 // Path is the conversation's file.
@@ -337,6 +408,8 @@ type Contents struct {
 	Texts map[string]Text
 	// Calls are the tool calls noted (NoteCall), in order.
 	Calls []Call
+	// Index is the last index recorded (RecordIndex), "" for none.
+	Index string
 	// Bad counts lines that could not be read (a torn last line among them).
 	Bad int
 }
@@ -475,6 +548,8 @@ func read(f *os.File) (*Contents, int64, error) {
 		case TUnfoldRequest:
 		case TCall:
 			c.Calls = append(c.Calls, l.call())
+		case TIndex:
+			c.Index = l.Text
 		default:
 			c.Bad++
 		}
@@ -601,6 +676,14 @@ func (s *Store) GC(age time.Duration) ([]string, error) {
 			return removed, fmt.Errorf("foldstore: %w", err)
 		}
 		removed = append(removed, p)
+	}
+	// An alias whose conversation is gone names nothing.
+	aliases, _ := filepath.Glob(filepath.Join(s.dir, "*.alias"))
+	for _, a := range aliases {
+		target, ok := s.Alias(strings.TrimSuffix(filepath.Base(a), ".alias") + ".jsonl")
+		if _, err := os.Stat(filepath.Join(s.dir, target)); !ok || err != nil {
+			os.Remove(a)
+		}
 	}
 	return removed, nil
 }

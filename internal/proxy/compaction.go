@@ -1,0 +1,191 @@
+package proxy
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/contextfold/contextfold/internal/core/compact"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/proxy/codec"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+)
+
+// A client that compacts its own history sends its whole conversation once
+// more with a prompt asking for a summary, then goes on in a conversation
+// that starts from that summary, under the same session id. The proxy
+// carries its conversation across: at the compaction request it records
+// every tool output of the history that never folded (so each stays
+// recallable byte for byte by code and by search) and renders an index of
+// what is recallable (paths, commands, error lines, each with its code);
+// the conversation that continues from the summary, in the same session,
+// goes on in the same file, with the same engine (codes and fold events
+// never restart), and gets the index appended to its summary message,
+// the same bytes in every request.
+
+// compactionPrompts start the prompt a client sends to have its history
+// summarized.
+var compactionPrompts = [][]byte{
+	// Claude Code, appended to the last message (of tool results).
+	[]byte("Your task is to create a detailed summary of the conversation so far"),
+}
+
+// continuedMarkers start the summary a client's conversation continues
+// from after it compacted.
+var continuedMarkers = [][]byte{
+	// Claude Code: the first user message.
+	[]byte("This session is being continued from a previous conversation that ran out of context"),
+}
+
+// indexTitle heads the index appended to a client's summary.
+const indexTitle = "Recallable from before this conversation was compacted"
+
+// compactionRequest reports whether req asks the model to summarize the
+// conversation: its last user message holds a compaction prompt.
+func compactionRequest(req *codec.Request) bool {
+	from := len(req.Messages) - 2
+	for _, p := range compactionPrompts {
+		if req.FindText(p, from) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// continued returns the user message of req that holds a client's
+// summary, among its first messages, or -1.
+func continued(req *codec.Request) int {
+	const within = 4 // the summary opens the conversation; attachments may come first
+	for _, m := range continuedMarkers {
+		if i := req.FindText(m, 0); i >= 0 && i < within {
+			return i
+		}
+	}
+	return -1
+}
+
+// compaction records, at c's compaction request req, every tool output of
+// the history that never folded, and the index the conversation that
+// continues from the summary gets. c.mu is held.
+func (f *Folder) compaction(c *conversation, req *codec.Request, j journal) {
+	c.compactedAt = len(req.Messages)
+	blocks := c.eng.Transcript().Blocks()
+	ev, skipped := c.eng.Compaction(blocks)
+	if len(skipped) > 0 {
+		f.log.Warn("client compaction: some outputs collide with another's code and are not recallable", "blocks", len(skipped), "file", c.file.Path())
+	}
+	recorded := 0
+	if ev != nil {
+		if err := j.Commit(ev); err != nil {
+			c.eng.EnsureSeqAtLeast(ev.Seq)
+			f.log.Warn("client compaction: the outputs that never folded could not be recorded; they are not recallable", "blocks", len(ev.Folds), "err", err, "file", c.file.Path())
+		} else {
+			c.eng.Replay([]engine.Entry{ev.Entry()})
+			recorded = len(ev.Folds)
+		}
+	}
+	codes := map[string]string{}
+	for _, rec := range c.eng.Registry().All() {
+		codes[rec.ID] = rec.Code
+	}
+	index := compact.Render(compact.Input{Title: indexTitle, Seq: c.eng.LastSeq(), Blocks: blocks, Codes: codes, Carried: c.index})
+	if err := c.file.RecordIndex(index); err != nil {
+		f.log.Warn("client compaction: the index of what is recallable could not be recorded; the conversation goes on without it", "err", err, "file", c.file.Path())
+	} else {
+		c.index = index
+	}
+	f.mu.Lock()
+	f.compacted[c.scope] = c.name
+	f.mu.Unlock()
+	f.log.Info("client compaction", "recorded", recorded, "recallable", len(codes), "file", c.file.Path())
+}
+
+// resolve returns the file of the conversation key of api in scope (the
+// client's session): its own, or, for a conversation that continues from
+// a client's compaction in the same session, the file of the conversation
+// that compacted (an alias in the store says so from then on).
+func (f *Folder) resolve(api codec.API, scope, key string, req *codec.Request) string {
+	name := foldstore.FileName(string(api), key)
+	list := string(api) + "\x00" + scope
+	f.mu.Lock()
+	if a, ok := f.aliases[name]; ok {
+		name = a
+	}
+	_, held := f.convs[name]
+	from := f.compacted[list]
+	f.mu.Unlock()
+	if held || scope == "" {
+		return name
+	}
+	if target, ok := f.store.Alias(name); ok {
+		f.mu.Lock()
+		f.aliases[name] = target
+		f.mu.Unlock()
+		return target
+	}
+	if from == "" || from == name || continued(req) < 0 {
+		return name
+	}
+	if err := f.store.SetAlias(name, from); err != nil {
+		f.log.Warn("a conversation continued after the client's compaction starts afresh: its alias could not be recorded", "err", err)
+		return name
+	}
+	f.mu.Lock()
+	f.aliases[name] = from
+	if f.compacted[list] == from {
+		delete(f.compacted, list)
+	}
+	f.mu.Unlock()
+	f.log.Info("conversation continues after the client's compaction", "file", from)
+	return from
+}
+
+// withIndex adds to spans, when c holds an index and req starts from a
+// client's summary, the index appended to that summary. c.mu is held.
+func (c *conversation) withIndex(req *codec.Request, spans []codec.Span) []codec.Span {
+	if c.index == "" {
+		return spans
+	}
+	m := continued(req)
+	if m < 0 {
+		return spans
+	}
+	sp, err := req.AppendSpan(m, c.index)
+	if err != nil {
+		return spans
+	}
+	i, _ := slices.BinarySearchFunc(spans, sp.Start, func(s codec.Span, at int) int { return cmp.Compare(s.Start, at) })
+	if i > 0 && spans[i-1].End > sp.Start || i < len(spans) && spans[i].Start < sp.End {
+		return spans // inside another edit
+	}
+	return slices.Insert(slices.Clip(spans), i, sp)
+}
+
+// firstAfterCompaction is the body to send for req, the first request of a
+// conversation that continues from a client's compaction in scope, before
+// any tool result names it: the summary with the index appended, as every
+// later request of the conversation sends it (withIndex). ok is false for
+// any other request.
+func (f *Folder) firstAfterCompaction(api codec.API, scope string, req *codec.Request) (out [][]byte, ok bool) {
+	if scope == "" {
+		return nil, false
+	}
+	f.mu.Lock()
+	c := f.convs[f.compacted[string(api)+"\x00"+scope]]
+	f.mu.Unlock()
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	index := c.index
+	c.mu.Unlock()
+	m := continued(req)
+	if index == "" || m < 0 {
+		return nil, false
+	}
+	sp, err := req.AppendSpan(m, index)
+	if err != nil {
+		return nil, false
+	}
+	segs, _ := codec.Splice(req.Body(), []codec.Span{sp})
+	return segs, true
+}

@@ -294,13 +294,13 @@ type Incoming struct {
 	applied []codec.Span
 	scope   string
 	// client is the agent the request came from, by its headers.
-	client  Client
-	cands   []*codec.Request
-	spans   [][]codec.Span // per candidate: the edits it went out with
-	held    []*buffer      // the candidates' bodies, held until done
-	common  []int          // per candidate: how many leading bytes are equal
-	equal   []bool
-	n       int // bytes seen
+	client Client
+	cands  []*codec.Request
+	spans  [][]codec.Span // per candidate: the edits it went out with
+	held   []*buffer      // the candidates' bodies, held until done
+	common []int          // per candidate: how many leading bytes are equal
+	equal  []bool
+	n      int // bytes seen
 	// after is the conversation's bookkeeping and idle work that follow
 	// the request, once Fold folded it, for Settle to start.
 	after *afterFold

@@ -338,7 +338,10 @@ type runOpts struct {
 	// and its fold record in store ("" : a temporary directory).
 	proxy     bool
 	proxyArgs []string
-	store     string
+	// proxyEnv is more environment for the proxy (a client setting it
+	// reads, as a shell exporting it to both would give it).
+	proxyEnv map[string]string
+	store    string
 	// mcp configures the client with `contextfold mcp -store <store>`.
 	mcp bool
 	// wrap, when set, wraps the session's script (e.g. to change replies).
@@ -372,7 +375,7 @@ func runSession(t *testing.T, c client, o runOpts) clientResult {
 		if o.store != "" {
 			args = append(append([]string(nil), args...), "-store", o.store) // the last -store counts
 		}
-		tp = newTap(t, startProxy(t, origin, args...))
+		tp = newTap(t, startProxyEnv(t, origin, o.proxyEnv, args...))
 		origin = tp.URL()
 	}
 	var mcp []string
@@ -590,6 +593,12 @@ const proxyListening = "contextfold proxy listening on "
 // directory; args are more flags.
 func startProxy(t testing.TB, fakeURL string, args ...string) string {
 	t.Helper()
+	return startProxyEnv(t, fakeURL, nil, args...)
+}
+
+// startProxyEnv is startProxy with more environment.
+func startProxyEnv(t testing.TB, fakeURL string, env map[string]string, args ...string) string {
+	t.Helper()
 	bin := proxyBinary(t)
 	u, err := url.Parse(fakeURL)
 	if err != nil {
@@ -597,6 +606,12 @@ func startProxy(t testing.TB, fakeURL string, args ...string) string {
 	}
 	origin := u.Scheme + "://" + u.Host
 	cmd := exec.Command(bin, append([]string{"proxy", "-listen", "127.0.0.1:0", "-anthropic", origin, "-openai", origin, "-store", t.TempDir()}, args...)...)
+	if len(env) > 0 {
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		folder := proxy.NewFolder(st, schedule.Default, *window, log)
 		folder.MaxHeld = *maxMemory
 		folder.HoldThinking = !*dropBlock
+		folder.Env = os.Getenv // the client's settings, where the shell exported them to both
 		defer folder.Close()
 		cfg.Folder = folder
 		log.Info("folding", "store", dir)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -180,15 +181,53 @@ func PromptToolResults(req *Request) int {
 	return n
 }
 
-// ClientTurn is the turn of a request: 1 + the tool results in it.
+// ClientTurn is the turn of a request: 1 + the tool results in it, plus
+// the turns a client compaction's summary (ClientSummary) says were done
+// before the conversation it opens.
 func ClientTurn(req *Request) int {
 	n := 1
 	for _, m := range req.Messages {
-		if m.Role == "tool" {
+		switch {
+		case m.Role == "tool":
 			n++
+		case m.Role == "user":
+			if sub := turnsDoneRE.FindStringSubmatch(m.Content); sub != nil {
+				k, _ := strconv.Atoi(sub[1])
+				n += k
+			}
 		}
 	}
 	return n
+}
+
+// CompactionPrompts start the prompts the clients send to have their
+// history summarized (Claude Code's).
+var CompactionPrompts = []string{"Your task is to create a detailed summary of the conversation so far"}
+
+// CompactionRequest reports whether req asks for a summary of the
+// conversation: a compaction prompt after its last tool result.
+func CompactionRequest(req *Request) bool {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := &req.Messages[i]
+		if m.Role == "tool" || m.Role == "assistant" {
+			return false
+		}
+		for _, p := range CompactionPrompts {
+			if strings.Contains(m.Content, p) || strings.Contains(string(m.Raw), p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var turnsDoneRE = regexp.MustCompile(`CLIENT_TURNS_DONE=(\d+)`)
+
+// ClientSummary is a ClientSession's answer to a compaction request of
+// turn turn: it says how many turns were done, so that the conversation
+// that starts from it goes on with the next (ClientTurn).
+func ClientSummary(turn int) string {
+	return fmt.Sprintf("Summary: %d build steps ran, each printing %d ERROR lines. CLIENT_TURNS_DONE=%d", turn-1, ClientErrorLines, turn-1)
 }
 
 // ToolDecl is one tool a request declares, with its parameter schema.
@@ -332,6 +371,9 @@ func schemaType(t any) string {
 
 // Reply implements Script.
 func (s *ClientSession) Reply(req *Request) Reply {
+	if CompactionRequest(req) {
+		return Reply{Text: ClientSummary(ClientTurn(req))}
+	}
 	shell, ok := ShellTool(req)
 	if !ok {
 		return Reply{Text: s.side()}
@@ -404,14 +446,17 @@ func (s *ClientSession) lines() int {
 var foldTagRE = regexp.MustCompile(`\{#([0-9a-z]+) FOLDED\}`)
 
 // FirstFoldCode returns the code of the first {#code FOLDED} tag among the
-// request's tool results, or "".
+// request's tool results, else among its user messages (the index a
+// client's compaction left appended to its summary), or "".
 func FirstFoldCode(req *Request) string {
-	for _, m := range req.Messages {
-		if m.Role != "tool" {
-			continue
-		}
-		if sub := foldTagRE.FindStringSubmatch(m.Content); sub != nil {
-			return sub[1]
+	for _, role := range []string{"tool", "user"} {
+		for _, m := range req.Messages {
+			if m.Role != role {
+				continue
+			}
+			if sub := foldTagRE.FindStringSubmatch(m.Content); sub != nil {
+				return sub[1]
+			}
 		}
 	}
 	return ""
@@ -472,7 +517,12 @@ func MCPTool(req *Request, name string) (ToolCall, bool) {
 }
 
 // Summary implements Summarizer: a request without tools gets SideText.
-func (s *ClientSession) Summary(req *Request) string { return s.side() }
+func (s *ClientSession) Summary(req *Request) string {
+	if CompactionRequest(req) {
+		return ClientSummary(ClientTurn(req))
+	}
+	return s.side()
+}
 
 func (s *ClientSession) turns() int {
 	if s.Turns <= 0 {

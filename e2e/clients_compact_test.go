@@ -140,3 +140,72 @@ func TestClaudeCodeCompactionForgetsNothing(t *testing.T) {
 	t.Logf("claude: %d compactions, %d requests; %d outputs in the fold record, %d live at the end; index %d bytes; search hit %d of 11",
 		n, len(r.Requests), recorded, live, len(contents.Index), hits)
 }
+
+// totalCost prices a run at Anthropic's rates for Sonnet, as the fake
+// accounted it: input $3, cache write $3.75, cache read $0.30 and output
+// $15 per million tokens, every request counted (the client's compaction
+// requests and their summaries included).
+func totalCost(reqs []fakellm.Recorded) float64 {
+	d := 0.0
+	for _, q := range reqs {
+		u := q.Usage
+		d += (float64(u.Prompt-u.Cached-u.CacheWrite)*3 + float64(u.CacheWrite)*3.75 + float64(u.Cached)*0.30 + float64(u.Completion)*15) / 1e6
+	}
+	return d
+}
+
+// peakPrompt is the largest prompt of a run, in the fake's tokens.
+func peakPrompt(reqs []fakellm.Recorded) int {
+	n := 0
+	for _, q := range reqs {
+		n = max(n, q.Usage.Prompt)
+	}
+	return n
+}
+
+// TestClaudeCodeKeepsAheadOfItsCompaction: real Claude Code with its
+// window set (CLAUDE_CODE_AUTO_COMPACT_WINDOW) where a direct run of the
+// session compacts; the proxy, reading the same setting from its own
+// environment, counts whole requests and folds so that Claude Code never
+// compacts; and a long run (150 and 300 steps) costs no more than the
+// direct one at Anthropic's prices, compactions and their summaries
+// included.
+func TestClaudeCodeKeepsAheadOfItsCompaction(t *testing.T) {
+	for _, tc := range []struct {
+		window string
+		turns  int
+	}{{"100000", 40}, {"200000", 150}, {"200000", 300}} {
+		t.Run(fmt.Sprintf("%s/%d", tc.window, tc.turns), func(t *testing.T) {
+			env := map[string]string{"CLAUDE_CODE_AUTO_COMPACT_WINDOW": tc.window}
+			c := withModel(claudeCode, "", env)
+			sess := fakellm.ClientSession{Turns: tc.turns, Lines: compactLines}
+			direct := runSession(t, c, runOpts{session: sess})
+			r := runSession(t, c, runOpts{session: sess, proxy: true, proxyEnv: env})
+			for _, run := range []clientResult{direct, r} {
+				if run.ExitCode != 0 || run.TimedOut || !strings.Contains(run.Stdout, fakellm.ClientFinal) {
+					t.Fatalf("exit %d (timed out %v)\n--- stdout\n%s\n--- stderr\n%s", run.ExitCode, run.TimedOut, tail(run.Stdout, 3000), tail(run.Stderr, 3000))
+				}
+			}
+			dn, pn := compactions(direct.Requests), compactions(r.Requests)
+			st := thinkingStats(r.Requests)
+			dc, pc := totalCost(direct.Requests), totalCost(r.Requests)
+			t.Logf("window %s, %d turns: direct %d requests, %d compactions, peak %d tokens, $%.4f; via proxy %d requests, %d compactions, %d fold events, peak %d tokens, $%.4f (%.3f of direct)",
+				tc.window, tc.turns, len(direct.Requests), dn, peakPrompt(direct.Requests), dc, len(r.Requests), pn, st.foldEvents, peakPrompt(r.Requests), pc, pc/dc)
+			if dn == 0 {
+				t.Fatal("the direct run never compacted: the threshold is not where the session reaches")
+			}
+			if pn > 0 {
+				t.Errorf("Claude Code compacted %d times through the proxy", pn)
+			}
+			if st.foldEvents == 0 {
+				t.Error("nothing folded")
+			}
+			// The cost condition holds where sessions are long (the 150- and
+			// 300-step runs); at 100k the direct run's compactions leave it a
+			// small context, and the figure is only reported.
+			if tc.turns >= 150 && pc > dc {
+				t.Errorf("the proxied run cost more: $%.4f against $%.4f", pc, dc)
+			}
+		})
+	}
+}

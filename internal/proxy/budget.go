@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -109,19 +112,28 @@ func (f *Folder) plan(cl Client, model string) Plan {
 	return p
 }
 
-// modelWindow is the context window a client assumes for model.
+// modelWindow is the context window a client assumes for model, as its
+// catalog has it: Claude Code gives Claude 4.7 and later (the 5.x
+// families among them) and any model it does not know 1M, the earlier
+// Claudes 200k; Codex gives the GPT-5 family and any unknown model 272k.
 func modelWindow(cl Client, model string) int {
 	m := strings.ToLower(model)
 	switch {
 	case strings.HasSuffix(m, "[1m]"):
 		return 1_000_000
-	case strings.Contains(m, "claude") || strings.Contains(m, "opus") || strings.Contains(m, "sonnet") || strings.Contains(m, "haiku"):
+	case claude200k.MatchString(m):
 		return 200_000
-	case strings.HasPrefix(m, "gpt-5") || strings.HasPrefix(m, "gpt-6"):
+	case cl == ClaudeCode:
+		return 1_000_000
+	case cl == Codex || strings.HasPrefix(m, "gpt-5"):
 		return 272_000
 	}
 	return DefaultWindow
 }
+
+// claude200k are the Claude models of 200k tokens: Claude 3, Opus 4.0
+// to 4.5, Sonnet 4.0 to 4.6, Haiku 4.x.
+var claude200k = regexp.MustCompile(`claude-3|(opus|sonnet|haiku)-4(-[0-6]($|[^0-9])|-\d{8}|$)`)
 
 // envInt is a positive integer setting, 0 when unset or not one.
 func envInt(env func(string) string, name string) int {
@@ -132,31 +144,127 @@ func envInt(env func(string) string, name string) int {
 	return n
 }
 
+// envTokens is a token count setting as Claude Code reads one: 200000,
+// 200k or 1m; 0 when unset or not one.
+func envTokens(env func(string) string, name string) int {
+	v := strings.ToLower(strings.TrimSpace(env(name)))
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(v, "k"):
+		v, mult = v[:len(v)-1], 1e3
+	case strings.HasSuffix(v, "m"):
+		v, mult = v[:len(v)-1], 1e6
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return 0
+	}
+	return int(f * mult)
+}
+
 // Claude Code compacts once its count of the conversation reaches the
 // effective window (the window less the reply's room, at most 20,000)
-// less a 13,000-token buffer.
+// less a 13,000-token buffer. It counts before it sends: the last
+// response's usage plus the tool results since, so a request the proxy
+// kept just under the threshold crosses it with the next turn's results.
+// The proxy keeps clientTurnRoom more free: Bash output is cut at 30,000
+// characters, about 7,500 tokens.
 const (
 	claudeReplyRoom = 20_000
 	claudeBuffer    = 13_000
+	clientTurnRoom  = 8_192
+	// claudeMinWindow is the least CLAUDE_CODE_AUTO_COMPACT_WINDOW takes.
+	claudeMinWindow = 100_000
 )
 
 func claudePlan(p Plan, model string, env func(string) string) Plan {
-	if w := envInt(env, "CLAUDE_CODE_AUTO_COMPACT_WINDOW"); w > 0 {
-		p.Window, p.From = min(p.Window, w), "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
+	if env("DISABLE_AUTO_COMPACT") != "" || env("DISABLE_COMPACT") != "" {
+		return p // it never compacts on its own
 	}
-	effective := p.Window - claudeReplyRoom
+	unknown := !strings.Contains(strings.ToLower(model), "claude")
+	switch {
+	case unknown && envInt(env, "CLAUDE_CODE_MAX_CONTEXT_TOKENS") > 0:
+		p.Window, p.From = envInt(env, "CLAUDE_CODE_MAX_CONTEXT_TOKENS"), "CLAUDE_CODE_MAX_CONTEXT_TOKENS"
+	case p.Window == 1_000_000 && env("CLAUDE_CODE_DISABLE_1M_CONTEXT") != "":
+		p.Window, p.From = 200_000, "CLAUDE_CODE_DISABLE_1M_CONTEXT"
+	}
+	if w := envTokens(env, "CLAUDE_CODE_AUTO_COMPACT_WINDOW"); w > 0 {
+		p.Window, p.From = min(p.Window, max(w, claudeMinWindow)), "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
+	}
+	room := claudeReplyRoom
+	if out := envInt(env, "CLAUDE_CODE_MAX_OUTPUT_TOKENS"); out > 0 {
+		room = min(out, room)
+	}
+	effective := p.Window - room
 	threshold := effective - claudeBuffer
-	if pct := envInt(env, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"); pct > 0 && pct <= 100 {
-		threshold = min(threshold, effective*pct/100)
+	if pct, err := strconv.ParseFloat(strings.TrimSpace(env("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")), 64); err == nil && pct > 0 && pct <= 100 {
+		threshold = min(threshold, int(float64(effective)*pct/100))
 	}
-	p.Reserve = p.Window - threshold
+	p.Reserve = p.Window - threshold + clientTurnRoom
 	return p
 }
 
+// Codex compacts once its count (the last response's total tokens plus
+// the outputs since) reaches model_auto_compact_token_limit, at most 90 %
+// of model_context_window, both from its config.toml ($CODEX_HOME, else
+// ~/.codex).
 func codexPlan(p Plan, model string, env func(string) string) Plan {
+	settings := codexSettings(env)
+	if w := settings["model_context_window"]; w > 0 {
+		p.Window, p.From = w, "model_context_window"
+	}
+	threshold := p.Window * 9 / 10
+	if l := settings["model_auto_compact_token_limit"]; l > 0 {
+		threshold = min(threshold, l)
+	}
+	p.Reserve = p.Window - threshold + clientTurnRoom
 	return p
 }
+
+// codexSettings reads the top-level integer settings of Codex's
+// config.toml that decide its compaction.
+func codexSettings(env func(string) string) map[string]int {
+	dir := env("CODEX_HOME")
+	if dir == "" {
+		home := env("HOME")
+		if home == "" {
+			return nil
+		}
+		dir = filepath.Join(home, ".codex")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config.toml"))
+	if err != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			break // a table: top-level keys come first
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		k = strings.TrimSpace(k)
+		if k != "model_context_window" && k != "model_auto_compact_token_limit" {
+			continue
+		}
+		v, _, _ = strings.Cut(v, "#")
+		if n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(v), "_", "")); err == nil && n > 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// opencode compacts once the last step's total tokens reach the model's
+// limit.context less its output room, min(limit.output, 32,000), from its
+// own configuration, which the proxy does not read: it keeps that room
+// free in the model's window (-window sets the window).
+const opencodeOutputRoom = 32_000
 
 func opencodePlan(p Plan, model string, env func(string) string) Plan {
+	p.Reserve = opencodeOutputRoom + clientTurnRoom
 	return p
 }

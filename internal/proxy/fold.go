@@ -163,6 +163,9 @@ type conversation struct {
 	// messages the compaction request had (0: none seen yet).
 	index       string
 	compactedAt int
+	// plan is the room the conversation is folded for, for planned.
+	plan    Plan
+	planned planKey
 	// values are the encoded digests sent, by layer entry and kind (tool
 	// output or thinking block): frozen, so encoded once.
 	values    map[valueKey][]byte
@@ -186,6 +189,12 @@ func (c *conversation) setPrev(req *codec.Request, buf *buffer, spans []codec.Sp
 	if old != nil {
 		old.release()
 	}
+}
+
+// planKey is what a conversation's plan depends on.
+type planKey struct {
+	client Client
+	model  string
 }
 
 type valueKey struct {
@@ -664,9 +673,9 @@ func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Requ
 	// tool-use cycle's thinking, instead of waiting for a user turn that a
 	// long agentic turn never sends.
 	model := wire.Model{API: string(api), Provider: codec.Provider(api), ID: req.Model, MidConvoEffort: req.DropBlock}
-	bind, binds := req.BindSpan()
-	binds = binds && !f.HoldThinking && wire.Preserved(model)
-	model.MidConvoEffort = model.MidConvoEffort || binds
+	bind, bindable := req.BindSpan()
+	bindable = bindable && !f.HoldThinking && wire.Preserved(model)
+	model.MidConvoEffort = model.MidConvoEffort || bindable
 	appends := c.placed && keep == len(c.prev.Messages)
 	// Anthropic reads its cache only at breakpoints: where the client
 	// leaves one of the four free, the end of the frozen region gets one,
@@ -677,7 +686,11 @@ func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Requ
 	anchored := model.CachesAtBreakpoints() && bps > 0 && bps < codec.MaxBreakpoints
 	// The whole request counts against the window, and the client's own
 	// compaction threshold bounds the budget (budget.go).
-	plan := f.plan(cl, req.Model)
+	if c.planned != (planKey{cl, req.Model}) {
+		// Read once per conversation and model: Codex's comes from a file.
+		c.plan, c.planned = f.plan(cl, req.Model), planKey{cl, req.Model}
+	}
+	plan := c.plan
 	overhead := tokens.EstimateUnits(req.Overhead())
 	if c.index != "" {
 		overhead += tokens.Estimate(c.index)
@@ -707,6 +720,10 @@ func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Requ
 		spans = c.withIndex(req, spans)
 	}
 	c.placed, c.placedAt = err == nil, res.Version
+	// Bound from the first fold event on, and so in every later request,
+	// restarts included (the events replay): before it nothing is
+	// invalidated, and the request goes out as the client sent it.
+	binds := bindable && c.eng.LastSeq() > 0
 	folds := spans
 	if err == nil && binds {
 		spans = bound(spans, bind)

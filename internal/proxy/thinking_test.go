@@ -178,6 +178,7 @@ func TestSignedThinkingThroughTheProxy(t *testing.T) {
 			// each fold event happened.
 			reqs := fake.Requests()
 			events, thinkingFolded := 0, 0
+			firstEvent := -1 // the index of the first request with an event
 			// A block the provider drops stays invalid, and is dropped again on
 			// every request until an event folds it: count each block once.
 			droppedPaths := map[string]bool{}
@@ -209,6 +210,9 @@ func TestSignedThinkingThroughTheProxy(t *testing.T) {
 					}
 				}
 				if newCodes {
+					if events == 0 {
+						firstEvent = i
+					}
 					events++
 					last := body.Messages[len(body.Messages)-1]
 					userTurn := last.Role == "user" && !strings.Contains(string(last.Content), "tool_result")
@@ -236,16 +240,19 @@ func TestSignedThinkingThroughTheProxy(t *testing.T) {
 			}
 			t.Logf("%d requests, %d fold events, %d codes in the last request, %d thinking blocks folded to text, %d dropped by the provider", len(reqs), events, len(prevCodes), thinkingFolded, dropped)
 			bound := 0
-			for _, q := range reqs {
-				if bytes.Contains(q.Body, []byte(`"block_binding":{"prefix_mismatch_behavior":"drop_block"}`)) {
+			for i, q := range reqs {
+				has := bytes.Contains(q.Body, []byte(`"block_binding":{"prefix_mismatch_behavior":"drop_block"}`))
+				if has {
 					bound++
 					if !strings.Contains(strings.Join(q.Header.Values("Anthropic-Beta"), ","), fakellm.BindingBeta) {
 						t.Errorf("request %d carries block_binding without its beta", q.Seq)
 					}
+				} else if beta := q.Header.Values("Anthropic-Beta"); !tc.dropBlock && len(beta) > 0 {
+					t.Errorf("request %d carries a beta header without a binding: %q", q.Seq, beta)
 				}
-			}
-			if tc.bound && bound != len(reqs)-1 {
-				t.Errorf("%d of %d requests carry the proxy's block_binding; want all but the first (no tool result yet)", bound, len(reqs))
+				if tc.bound && has != (firstEvent >= 0 && i >= firstEvent) {
+					t.Errorf("request %d (the first fold event is request %d): block_binding %v; want it from the first event on, and never before", q.Seq, firstEvent+1, has)
+				}
 			}
 			if !tc.bound && !tc.dropBlock && bound > 0 {
 				t.Errorf("%d requests carry a block_binding the client did not send", bound)

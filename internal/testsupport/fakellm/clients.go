@@ -225,9 +225,16 @@ var turnsDoneRE = regexp.MustCompile(`CLIENT_TURNS_DONE=(\d+)`)
 
 // ClientSummary is a ClientSession's answer to a compaction request of
 // turn turn: it says how many turns were done, so that the conversation
-// that starts from it goes on with the next (ClientTurn).
+// that starts from it goes on with the next (ClientTurn). It is about
+// 2,000 tokens long (8 KB), as a model's detailed summary of a long
+// session is, so that a compaction is priced with a realistic output.
 func ClientSummary(turn int) string {
-	return fmt.Sprintf("Summary: %d build steps ran, each printing %d ERROR lines. CLIENT_TURNS_DONE=%d", turn-1, ClientErrorLines, turn-1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Summary: %d build steps ran, each printing %d ERROR lines. CLIENT_TURNS_DONE=%d\n", turn-1, ClientErrorLines, turn-1)
+	for i := 1; b.Len() < 8000; i++ {
+		fmt.Fprintf(&b, "- Note %d: the build log of a step was read; its ERROR lines name /var/tmp paths.\n", i)
+	}
+	return b.String()
 }
 
 // ToolDecl is one tool a request declares, with its parameter schema.

@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,16 +31,78 @@ func compactions(reqs []fakellm.Recorded) int {
 	return n
 }
 
-// TestClaudeCodeCompactionForgetsNothing: real Claude Code, its window set
-// (CLAUDE_CODE_AUTO_COMPACT_WINDOW) where a 40-turn session compacts, and
-// the proxy not told (its own window is the model's): Claude Code compacts
-// its history through the proxy, and afterwards every tool output of the
-// session is in the fold record byte for byte, the index appended to the
-// summary names their codes, recall_folded by one of those codes answers
-// the output, sha256-verified, and recall_folded search= finds the error
-// lines of outputs from before the compaction.
-func TestClaudeCodeCompactionForgetsNothing(t *testing.T) {
-	c := withModel(claudeCode, "", map[string]string{"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000"})
+// compactAt is c set to compact its history once a request reaches about
+// threshold tokens, and the environment that tells the proxy the same
+// setting (as a shell exporting it to both would): Claude Code's
+// CLAUDE_CODE_AUTO_COMPACT_WINDOW, Codex's model_auto_compact_token_limit
+// in its config.toml (CODEX_HOME), opencode's model limits in its
+// opencode.json (OPENCODE_CONFIG).
+func compactAt(t *testing.T, c client, threshold int) (client, map[string]string) {
+	switch c.name {
+	case claudeCode.name:
+		env := map[string]string{"CLAUDE_CODE_AUTO_COMPACT_WINDOW": strconv.Itoa(threshold + 33_000)}
+		return withModel(c, "", env), env
+	case codex.name:
+		line := "model_auto_compact_token_limit = " + strconv.Itoa(threshold)
+		home := t.TempDir()
+		writeFile(t, filepath.Join(home, "config.toml"), line+"\n")
+		prepare := c.prepare
+		c.prepare = func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
+			e, args := prepare(t, d, origin, mcp)
+			p := filepath.Join(e["CODEX_HOME"], "config.toml")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, p, line+"\n"+string(b))
+			return e, args
+		}
+		return c, map[string]string{"CODEX_HOME": home}
+	case opencode.name:
+		limit := func(raw []byte) []byte {
+			return regexp.MustCompile(`"context":\s*200000`).ReplaceAll(raw, []byte(`"context": `+strconv.Itoa(threshold+32_000)))
+		}
+		cfg := filepath.Join(t.TempDir(), "opencode.json")
+		writeFile(t, cfg, `{"provider":{"fake":{"models":{"fake-model":{"limit":{"context":`+strconv.Itoa(threshold+32_000)+`,"output":32000}}}}}}`)
+		prepare := c.prepare
+		c.prepare = func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
+			e, args := prepare(t, d, origin, mcp)
+			b, err := os.ReadFile(e["OPENCODE_CONFIG"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := limit(b); string(out) != string(b) {
+				writeFile(t, e["OPENCODE_CONFIG"], string(out))
+			} else {
+				t.Fatalf("compactAt: no context limit in %s", b)
+			}
+			return e, args
+		}
+		return c, map[string]string{"OPENCODE_CONFIG": cfg}
+	}
+	t.Fatalf("compactAt: %s", c.name)
+	return c, nil
+}
+
+// TestClientsCompactionForgetsNothing: each real client, set to compact
+// its history where a 40-turn session reaches, and the proxy not told
+// (its own window is the model's): the client compacts through the proxy,
+// and afterwards every tool output of the session is in the fold record
+// byte for byte (or still live in the last request), the conversation
+// goes on in the same file, recall_folded by a code the index appended to
+// the summary names answers the output, sha256-verified, and
+// recall_folded search= finds the error lines of outputs from before the
+// compaction.
+func TestClientsCompactionForgetsNothing(t *testing.T) {
+	for _, cl := range []client{claudeCode, codex, opencode} {
+		t.Run(cl.name, func(t *testing.T) {
+			c, _ := compactAt(t, cl, 60_000)
+			testCompactionForgetsNothing(t, c)
+		})
+	}
+}
+
+func testCompactionForgetsNothing(t *testing.T, c client) {
 	sess := fakellm.ClientSession{Turns: compactTurns, Lines: compactLines, Recall: true, Search: foldSearch}
 	store := t.TempDir()
 	r := runSession(t, c, runOpts{session: sess, proxy: true, store: store, mcp: true})
@@ -137,8 +203,8 @@ func TestClaudeCodeCompactionForgetsNothing(t *testing.T) {
 	if hits < 11 {
 		t.Errorf("the search found the error lines of %d of the 11 outputs that hold %q:\n%s", hits, foldSearch, tail(search, 2000))
 	}
-	t.Logf("claude: %d compactions, %d requests; %d outputs in the fold record, %d live at the end; index %d bytes; search hit %d of 11",
-		n, len(r.Requests), recorded, live, len(contents.Index), hits)
+	t.Logf("%s: %d compactions, %d requests; %d outputs in the fold record, %d live at the end; index %d bytes; search hit %d of 11",
+		c.name, n, len(r.Requests), recorded, live, len(contents.Index), hits)
 }
 
 // totalCost prices a run at Anthropic's rates for Sonnet, as the fake
@@ -163,21 +229,23 @@ func peakPrompt(reqs []fakellm.Recorded) int {
 	return n
 }
 
-// TestClaudeCodeKeepsAheadOfItsCompaction: real Claude Code with its
-// window set (CLAUDE_CODE_AUTO_COMPACT_WINDOW) where a direct run of the
-// session compacts; the proxy, reading the same setting from its own
-// environment, counts whole requests and folds so that Claude Code never
-// compacts; and a long run (150 and 300 steps) costs no more than the
-// direct one at Anthropic's prices, compactions and their summaries
-// included.
-func TestClaudeCodeKeepsAheadOfItsCompaction(t *testing.T) {
+// TestClientsKeepAheadOfTheirCompaction: each real client set to compact
+// where a direct run of the session does (Claude Code at 100k and 200k,
+// its threshold 67k and 167k; Codex and opencode at 60k); the proxy,
+// reading the same setting from its own environment, counts whole
+// requests and folds so that the client never compacts; and a long run
+// (150 and 300 steps) costs no more than the direct one at Anthropic's
+// prices, compactions and their summaries included.
+func TestClientsKeepAheadOfTheirCompaction(t *testing.T) {
 	for _, tc := range []struct {
-		window string
-		turns  int
-	}{{"100000", 40}, {"200000", 150}, {"200000", 300}} {
-		t.Run(fmt.Sprintf("%s/%d", tc.window, tc.turns), func(t *testing.T) {
-			env := map[string]string{"CLAUDE_CODE_AUTO_COMPACT_WINDOW": tc.window}
-			c := withModel(claudeCode, "", env)
+		c                client
+		threshold, turns int
+	}{
+		{claudeCode, 67_000, 40}, {claudeCode, 167_000, 150}, {claudeCode, 167_000, 300},
+		{codex, 60_000, 40}, {opencode, 60_000, 40},
+	} {
+		t.Run(fmt.Sprintf("%s/%d/%d", tc.c.name, tc.threshold, tc.turns), func(t *testing.T) {
+			c, env := compactAt(t, tc.c, tc.threshold)
 			sess := fakellm.ClientSession{Turns: tc.turns, Lines: compactLines}
 			direct := runSession(t, c, runOpts{session: sess})
 			r := runSession(t, c, runOpts{session: sess, proxy: true, proxyEnv: env})
@@ -189,20 +257,20 @@ func TestClaudeCodeKeepsAheadOfItsCompaction(t *testing.T) {
 			dn, pn := compactions(direct.Requests), compactions(r.Requests)
 			st := thinkingStats(r.Requests)
 			dc, pc := totalCost(direct.Requests), totalCost(r.Requests)
-			t.Logf("window %s, %d turns: direct %d requests, %d compactions, peak %d tokens, $%.4f; via proxy %d requests, %d compactions, %d fold events, peak %d tokens, $%.4f (%.3f of direct)",
-				tc.window, tc.turns, len(direct.Requests), dn, peakPrompt(direct.Requests), dc, len(r.Requests), pn, st.foldEvents, peakPrompt(r.Requests), pc, pc/dc)
+			t.Logf("%s, threshold %d, %d turns: direct %d requests, %d compactions, peak %d tokens, $%.4f; via proxy %d requests, %d compactions, %d fold events, peak %d tokens, $%.4f (%.3f of direct)",
+				tc.c.name, tc.threshold, tc.turns, len(direct.Requests), dn, peakPrompt(direct.Requests), dc, len(r.Requests), pn, st.foldEvents, peakPrompt(r.Requests), pc, pc/dc)
 			if dn == 0 {
 				t.Fatal("the direct run never compacted: the threshold is not where the session reaches")
 			}
 			if pn > 0 {
-				t.Errorf("Claude Code compacted %d times through the proxy", pn)
+				t.Errorf("the client compacted %d times through the proxy", pn)
 			}
 			if st.foldEvents == 0 {
 				t.Error("nothing folded")
 			}
 			// The cost condition holds where sessions are long (the 150- and
-			// 300-step runs); at 100k the direct run's compactions leave it a
-			// small context, and the figure is only reported.
+			// 300-step runs); in the short ones the direct run's compactions
+			// leave it a small context, and the figure is only reported.
 			if tc.turns >= 150 && pc > dc {
 				t.Errorf("the proxied run cost more: $%.4f against $%.4f", pc, dc)
 			}

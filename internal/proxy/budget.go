@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -259,12 +260,64 @@ func codexSettings(env func(string) string) map[string]int {
 }
 
 // opencode compacts once the last step's total tokens reach the model's
-// limit.context less its output room, min(limit.output, 32,000), from its
-// own configuration, which the proxy does not read: it keeps that room
-// free in the model's window (-window sets the window).
+// limit.context less its output room, min(limit.output, 32,000), or, when
+// the model has limit.input, limit.input less compaction.reserved (else
+// min(20,000, the output room)); a model without limits never compacts.
+// The proxy reads the limits from the file OPENCODE_CONFIG names; without
+// it, it keeps the output room free in the model's window.
 const opencodeOutputRoom = 32_000
 
 func opencodePlan(p Plan, model string, env func(string) string) Plan {
 	p.Reserve = opencodeOutputRoom + clientTurnRoom
+	path := env("OPENCODE_CONFIG")
+	if path == "" {
+		return p
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p
+	}
+	var cfg struct {
+		Compaction struct {
+			Reserved *int  `json:"reserved"`
+			Auto     *bool `json:"auto"`
+		} `json:"compaction"`
+		Provider map[string]struct {
+			Models map[string]struct {
+				Limit struct {
+					Context, Input, Output int
+				} `json:"limit"`
+			} `json:"models"`
+		} `json:"provider"`
+	}
+	if json.Unmarshal(b, &cfg) != nil {
+		return p
+	}
+	for _, prov := range cfg.Provider {
+		m, ok := prov.Models[model]
+		if !ok {
+			continue
+		}
+		l := m.Limit
+		if l.Context <= 0 || cfg.Compaction.Auto != nil && !*cfg.Compaction.Auto {
+			p.Reserve = 0 // it never compacts on its own
+			return p
+		}
+		out := opencodeOutputRoom
+		if l.Output > 0 {
+			out = min(l.Output, out)
+		}
+		p.Window, p.From = l.Context, "OPENCODE_CONFIG"
+		threshold := l.Context - out
+		if l.Input > 0 {
+			reserved := min(20_000, out)
+			if cfg.Compaction.Reserved != nil {
+				reserved = *cfg.Compaction.Reserved
+			}
+			threshold = l.Input - reserved
+		}
+		p.Reserve = max(0, p.Window-threshold+clientTurnRoom)
+		return p
+	}
 	return p
 }

@@ -12,6 +12,8 @@ import (
 func TestPlan(t *testing.T) {
 	codexHome := t.TempDir()
 	os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte("model = \"gpt-5.5\"\nmodel_context_window = 400_000 # comment\nmodel_auto_compact_token_limit = 300000\n[mcp_servers.x]\nmodel_context_window = 1\n"), 0o600)
+	ocConfig := filepath.Join(t.TempDir(), "opencode.json")
+	os.WriteFile(ocConfig, []byte(`{"provider":{"fake":{"models":{"fake-model":{"limit":{"context":100000,"output":16000}},"no-limit":{}}}}}`), 0o600)
 	for _, tc := range []struct {
 		name   string
 		client Client
@@ -40,6 +42,8 @@ func TestPlan(t *testing.T) {
 		{"codex, its catalog", Codex, "gpt-5.5", map[string]string{"CODEX_HOME": t.TempDir()}, 0, 272_000, 244_800, "model"},
 		{"codex, its config.toml", Codex, "gpt-5.5", map[string]string{"CODEX_HOME": codexHome}, 0, 400_000, 300_000, "model_context_window"},
 		{"opencode", Opencode, "gpt-5.5", nil, 0, 272_000, 240_000, "model"},
+		{"opencode, its config", Opencode, "fake-model", map[string]string{"OPENCODE_CONFIG": ocConfig}, 0, 100_000, 84_000, "OPENCODE_CONFIG"},
+		{"opencode, a model without limits", Opencode, "no-limit", map[string]string{"OPENCODE_CONFIG": ocConfig}, 0, DefaultWindow, 0, "model"},
 		{"another client", OtherClient, "some-model", nil, 0, DefaultWindow, 0, "model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 
+	"github.com/contextfold/contextfold/internal/core/block"
 	"github.com/contextfold/contextfold/internal/core/compact"
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/proxy/codec"
@@ -27,13 +29,28 @@ import (
 var compactionPrompts = [][]byte{
 	// Claude Code, appended to the last message (of tool results).
 	[]byte("Your task is to create a detailed summary of the conversation so far"),
+	// Codex (a provider of its own), a user message after the history,
+	// in a request that declares no tools.
+	[]byte("You are performing a CONTEXT CHECKPOINT COMPACTION"),
+	// opencode, the history rendered as text in one user message, in a
+	// request that declares no tools.
+	[]byte("Create a new anchored summary from the conversation history"),
 }
+
+// compactionTrigger is the item Codex ends its history with to have the
+// OpenAI provider compact it (remote compaction).
+var compactionTrigger = []byte(`"type":"compaction_trigger"`)
 
 // continuedMarkers start the summary a client's conversation continues
 // from after it compacted.
 var continuedMarkers = [][]byte{
 	// Claude Code: the first user message.
 	[]byte("This session is being continued from a previous conversation that ran out of context"),
+	// Codex: a user message after its setup messages.
+	[]byte("Another language model started to solve this problem and produced a summary"),
+	// opencode: the user message after the summary (an assistant message)
+	// and the turns it kept.
+	[]byte("Continue if you have next steps, or stop and ask for clarification"),
 }
 
 // indexTitle heads the index appended to a client's summary.
@@ -42,40 +59,96 @@ const indexTitle = "Recallable from before this conversation was compacted"
 // compactionRequest reports whether req asks the model to summarize the
 // conversation: its last user message holds a compaction prompt.
 func compactionRequest(req *codec.Request) bool {
-	from := len(req.Messages) - 2
-	for _, p := range compactionPrompts {
-		if req.FindText(p, from) >= 0 {
-			return true
-		}
-	}
-	return false
+	n := len(req.Messages)
+	return promptAt(req) >= 0 || n > 0 && bytes.Contains(req.Messages[n-1], compactionTrigger)
 }
 
-// continued returns the user message of req that holds a client's
-// summary, among its first messages, or -1.
-func continued(req *codec.Request) int {
-	const within = 4 // the summary opens the conversation; attachments may come first
-	for _, m := range continuedMarkers {
-		if i := req.FindText(m, 0); i >= 0 && i < within {
+// promptAt is the message of req that holds a compaction prompt, or -1.
+func promptAt(req *codec.Request) int {
+	from := len(req.Messages) - 2
+	for _, p := range compactionPrompts {
+		if i := req.FindText(p, from); i >= 0 {
 			return i
 		}
 	}
 	return -1
 }
 
-// compaction records, at c's compaction request req, every tool output of
-// the history that never folded, and the index the conversation that
-// continues from the summary gets. c.mu is held.
-func (f *Folder) compaction(c *conversation, req *codec.Request, j journal) {
-	c.compactedAt = len(req.Messages)
-	blocks := c.eng.Transcript().Blocks()
+// continued returns the message of req that holds a client's summary (or,
+// for opencode, follows it), or -1.
+func continued(req *codec.Request) int {
+	for _, m := range continuedMarkers {
+		if i := req.FindText(m, 0); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// toollessCompaction records a compaction whose request declares no tools
+// (Codex with a provider of its own, opencode): it goes out as the client
+// sent it, and its conversation is the one its tool results name or,
+// where it has none (opencode renders the history as text), the session's
+// latest.
+func (f *Folder) toollessCompaction(api codec.API, scope string, req *codec.Request) {
+	list := string(api) + "\x00" + scope
+	var c *conversation
+	thread, named := threadOf(req, scope != "")
+	switch {
+	case named:
+		var err error
+		if c, err = f.conversation(api, scope, list, f.resolve(api, scope, scope+"\x00"+thread, req)); err != nil {
+			f.log.Warn("client compaction: its conversation could not be opened; the outputs that never folded are not recorded", "err", err)
+			return
+		}
+	case scope != "":
+		f.mu.Lock()
+		if l := f.scopes[list]; len(l) > 0 {
+			c = l[0]
+		}
+		f.mu.Unlock()
+	}
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || (named && c.compactedAt == len(req.Messages)) {
+		return
+	}
+	tr := c.eng.Transcript()
+	if named {
+		tr = c.eng.Linearize(req.Messages)
+	}
+	f.compaction(c, tr, len(req.Messages), promptAt(req))
+}
+
+// compaction records, at a compaction request of c (of msgs messages,
+// linearized as tr, message prompt holding the client's prompt, or -1),
+// every tool output of the history that never folded,
+// and the index the conversation that continues from the summary gets.
+// c.mu is held.
+func (f *Folder) compaction(c *conversation, tr *block.Transcript, msgs, prompt int) {
+	c.compactedAt = msgs
+	blocks := tr.Blocks()
+	if prompt >= 0 {
+		// The prompt is the client's, not the user's: not in the index.
+		blocks = slices.DeleteFunc(slices.Clone(blocks), func(b block.Block) bool { return b.Msg == prompt })
+	}
 	ev, skipped := c.eng.Compaction(blocks)
 	if len(skipped) > 0 {
 		f.log.Warn("client compaction: some outputs collide with another's code and are not recallable", "blocks", len(skipped), "file", c.file.Path())
 	}
 	recorded := 0
 	if ev != nil {
-		if err := j.Commit(ev); err != nil {
+		err := c.file.Commit(ev, func(id string) (string, bool) {
+			b, ok := tr.Lookup(id)
+			if !ok {
+				return "", false
+			}
+			return b.Text, true
+		})
+		if err != nil {
 			c.eng.EnsureSeqAtLeast(ev.Seq)
 			f.log.Warn("client compaction: the outputs that never folded could not be recorded; they are not recallable", "blocks", len(ev.Folds), "err", err, "file", c.file.Path())
 		} else {

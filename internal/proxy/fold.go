@@ -564,13 +564,19 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		return unchanged, err.Error()
 	}
 	switch {
-	case !req.Tools:
+	case !req.Tools && !compactionRequest(req):
 		return unchanged, "declares no tools"
 	case req.Continued:
 		return unchanged, "continues a conversation the provider holds"
 	}
 	if scope == "" && req.CacheKey != "" {
 		scope = "prompt_cache_key:" + req.CacheKey
+	}
+	if !req.Tools {
+		// A client's compaction request: it goes out as sent, and what
+		// its history held is recorded (compaction.go).
+		f.toollessCompaction(api, scope, req)
+		return unchanged, "declares no tools"
 	}
 	thread, ok := threadOf(req, scope != "")
 	if !ok {
@@ -732,7 +738,7 @@ func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Requ
 	c.prevFolds = folds
 	if compacting {
 		// After this request's own spans: what it sends is decided.
-		f.compaction(c, req, j)
+		f.compaction(c, c.eng.Transcript(), len(req.Messages), promptAt(req))
 	}
 	// Its body's buffer, and the engine's copy of its messages (about the
 	// body's size again, and as much in block texts).

@@ -190,19 +190,25 @@ func ClientTurn(req *Request) int {
 		switch {
 		case m.Role == "tool":
 			n++
-		case m.Role == "user":
+		case m.Role == "user" || m.Role == "assistant": // opencode's summary is an assistant message
 			if sub := turnsDoneRE.FindStringSubmatch(m.Content); sub != nil {
 				k, _ := strconv.Atoi(sub[1])
 				n += k
 			}
+			// opencode's compaction request renders the history as text.
+			n += strings.Count(m.Content, "\n[Tool result]:")
 		}
 	}
 	return n
 }
 
-// CompactionPrompts start the prompts the clients send to have their
-// history summarized (Claude Code's).
-var CompactionPrompts = []string{"Your task is to create a detailed summary of the conversation so far"}
+// CompactionPrompts are in the prompts the clients send to have their
+// history summarized.
+var CompactionPrompts = []string{
+	"Your task is to create a detailed summary of the conversation so far", // Claude Code
+	"You are performing a CONTEXT CHECKPOINT COMPACTION",                   // Codex
+	"Create a new anchored summary from the conversation history",          // opencode
+}
 
 // CompactionRequest reports whether req asks for a summary of the
 // conversation: a compaction prompt after its last tool result.

@@ -277,3 +277,76 @@ func TestClientsKeepAheadOfTheirCompaction(t *testing.T) {
 		})
 	}
 }
+
+// deferred is c with its MCP tools left deferred behind its tool search
+// (Claude Code's ToolSearch), as a user's configuration has them.
+func deferred(c client) client {
+	prepare := c.prepare
+	c.prepare = func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
+		e, args := prepare(t, d, origin, mcp)
+		delete(e, "ENABLE_TOOL_SEARCH")
+		return e, args
+	}
+	return c
+}
+
+// TestClaudeCodeRecallDeferred: real Claude Code with context-fold's MCP
+// tools deferred behind ToolSearch, its default: the model loads them by
+// name from the deferred list, then recall_folded answers a folded output
+// byte for byte, sha256-verified, and search= finds the session's blocks.
+func TestClaudeCodeRecallDeferred(t *testing.T) {
+	sess := fakellm.ClientSession{Turns: foldTurns, Lines: foldLines, Recall: true, Search: foldSearch}
+	store := t.TempDir()
+	r := runSession(t, deferred(claudeCode), runOpts{session: sess, proxy: true, proxyArgs: []string{"-window", foldWindow}, store: store, mcp: true})
+	if r.ExitCode != 0 || r.TimedOut || !strings.Contains(r.Stdout, fakellm.ClientFinal) || strings.Contains(r.Stdout, fakellm.ClientNoFold) {
+		t.Fatalf("exit %d (timed out %v)\n--- stdout\n%s\n--- stderr\n%s", r.ExitCode, r.TimedOut, tail(r.Stdout, 3000), tail(r.Stderr, 3000))
+	}
+	var searchTool, recallID, searchID string
+	for _, q := range r.Requests {
+		for _, tc := range q.Reply.ToolCalls {
+			switch {
+			case tc.Name == "ToolSearch":
+				searchTool = string(tc.Arguments)
+			case strings.HasSuffix(tc.Name, "recall_folded") && strings.HasPrefix(string(tc.Arguments), `{"search":`):
+				searchID = tc.ID
+			case strings.HasSuffix(tc.Name, "recall_folded"):
+				recallID = tc.ID
+			}
+		}
+	}
+	if searchTool == "" || recallID == "" || searchID == "" {
+		t.Fatalf("ToolSearch %q, recall %q, search %q: the model did not load the tools and call them", searchTool, recallID, searchID)
+	}
+	files, err := foldstore.Files(store)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%d conversation files (%v)", len(files), err)
+	}
+	contents, err := foldstore.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recall, search string
+	for _, q := range r.Requests {
+		for _, m := range q.Messages {
+			switch {
+			case m.Role == "tool" && m.ToolCallID == recallID && recall == "":
+				recall = m.Content
+			case m.Role == "tool" && m.ToolCallID == searchID && search == "":
+				search = m.Content
+			}
+		}
+	}
+	verified := false
+	for _, rec := range contents.Records() {
+		if tx := contents.Texts[rec.ID]; tx.Text != "" && strings.Contains(recall, tx.Text) && strings.Contains(recall, "sha256 verified") {
+			verified = true
+		}
+	}
+	if !verified {
+		t.Errorf("the recall did not answer a folded output byte for byte:\n%s", tail(recall, 1500))
+	}
+	if hits := hitHeader.FindAllStringSubmatch(search, -1); len(hits) == 0 {
+		t.Errorf("the search found nothing:\n%s", tail(search, 1500))
+	}
+	t.Logf("claude, tools deferred: ToolSearch %s, then recall and search answered (%d bytes, %d bytes)", searchTool, len(recall), len(search))
+}

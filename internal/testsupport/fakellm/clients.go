@@ -419,7 +419,20 @@ func (s *ClientSession) reply(req *Request, shell ToolDecl) Reply {
 		return Reply{ToolCalls: []ToolCall{{Name: shell.Name, Arguments: ShellArgs(shell, ClientCommandN(turn, s.lines()))}}}
 	}
 	if s.Recall {
-		step := turn - s.turns()
+		// MCP tools deferred behind Claude Code's ToolSearch: search for
+		// them first, then go on as if they were declared.
+		searched := 0
+		for _, tc := range req.ToolCallsSeen() {
+			if tc.Name == toolSearchName {
+				searched++
+			}
+		}
+		if _, ok := MCPTool(req, "recall_folded"); !ok && searched == 0 {
+			if tc, ok := deferredSearch(req); ok {
+				return Reply{ToolCalls: []ToolCall{tc}}
+			}
+		}
+		step := turn - s.turns() - searched
 		if s.Search != "" && step == 2 {
 			tc, ok := MCPTool(req, "recall_folded")
 			if !ok {
@@ -487,6 +500,45 @@ func (s *ClientSession) recalled(req *Request) string {
 		}
 	}
 	return ""
+}
+
+// toolSearchName is Claude Code's tool that loads deferred tools.
+const toolSearchName = "ToolSearch"
+
+// deferredRE finds the names of context-fold's deferred MCP tools in the
+// message that lists them (Claude Code names them mcp__<server>__<tool>).
+var deferredRE = regexp.MustCompile(`mcp__[A-Za-z0-9_-]+?__(recall_folded|unfold)`)
+
+// deferredSearch is the ToolSearch call that loads context-fold's MCP
+// tools when the request declares ToolSearch and lists them as deferred:
+// {"query":"select:<names>"}, as a model selects tools it knows by name.
+func deferredSearch(req *Request) (ToolCall, bool) {
+	found := false
+	for _, d := range mustTools(req) {
+		found = found || d.Name == toolSearchName
+	}
+	if !found {
+		return ToolCall{}, false
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range deferredRE.FindAllString(string(req.Body), -1) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ToolCall{}, false
+	}
+	args, _ := json.Marshal(map[string]string{"query": "select:" + strings.Join(names, ",")})
+	return ToolCall{Name: toolSearchName, Arguments: args}, true
+}
+
+// mustTools is DeclaredTools, nil when the tools cannot be read.
+func mustTools(req *Request) []ToolDecl {
+	ts, _ := DeclaredTools(req)
+	return ts
 }
 
 // MCPTool finds the request's declaration of MCP tool name, as each client

@@ -278,8 +278,8 @@ func TestClientsKeepAheadOfTheirCompaction(t *testing.T) {
 	}
 }
 
-// deferred is c with its MCP tools left deferred behind its tool search
-// (Claude Code's ToolSearch), as a user's configuration has them.
+// deferred is Claude Code with its MCP tools left deferred behind
+// ToolSearch, as a user's configuration has them.
 func deferred(c client) client {
 	prepare := c.prepare
 	c.prepare = func(t *testing.T, d runDir, origin string, mcp []string) (map[string]string, []string) {
@@ -290,14 +290,23 @@ func deferred(c client) client {
 	return c
 }
 
-// TestClaudeCodeRecallDeferred: real Claude Code with context-fold's MCP
-// tools deferred behind ToolSearch, its default: the model loads them by
-// name from the deferred list, then recall_folded answers a folded output
-// byte for byte, sha256-verified, and search= finds the session's blocks.
-func TestClaudeCodeRecallDeferred(t *testing.T) {
+// TestClientsRecallDeferred: real Claude Code and Codex with
+// context-fold's MCP tools deferred behind their tool search, as by
+// default (Claude Code's ToolSearch, by name from the deferred list;
+// Codex's tool_search, by keyword): the model loads them, then
+// recall_folded answers a folded output byte for byte, sha256-verified,
+// and search= finds the session's blocks.
+func TestClientsRecallDeferred(t *testing.T) {
+	// Codex defers them for the models of its catalog.
+	for _, c := range []client{deferred(claudeCode), withModel(codex, "gpt-5.5", nil)} {
+		t.Run(c.name, func(t *testing.T) { testRecallDeferred(t, c) })
+	}
+}
+
+func testRecallDeferred(t *testing.T, c client) {
 	sess := fakellm.ClientSession{Turns: foldTurns, Lines: foldLines, Recall: true, Search: foldSearch}
 	store := t.TempDir()
-	r := runSession(t, deferred(claudeCode), runOpts{session: sess, proxy: true, proxyArgs: []string{"-window", foldWindow}, store: store, mcp: true})
+	r := runSession(t, c, runOpts{session: sess, proxy: true, proxyArgs: []string{"-window", foldWindow}, store: store, mcp: true})
 	if r.ExitCode != 0 || r.TimedOut || !strings.Contains(r.Stdout, fakellm.ClientFinal) || strings.Contains(r.Stdout, fakellm.ClientNoFold) {
 		t.Fatalf("exit %d (timed out %v)\n--- stdout\n%s\n--- stderr\n%s", r.ExitCode, r.TimedOut, tail(r.Stdout, 3000), tail(r.Stderr, 3000))
 	}
@@ -305,7 +314,7 @@ func TestClaudeCodeRecallDeferred(t *testing.T) {
 	for _, q := range r.Requests {
 		for _, tc := range q.Reply.ToolCalls {
 			switch {
-			case tc.Name == "ToolSearch":
+			case tc.Name == "ToolSearch" || tc.Name == fakellm.ToolSearchCall:
 				searchTool = string(tc.Arguments)
 			case strings.HasSuffix(tc.Name, "recall_folded") && strings.HasPrefix(string(tc.Arguments), `{"search":`):
 				searchID = tc.ID
@@ -348,5 +357,5 @@ func TestClaudeCodeRecallDeferred(t *testing.T) {
 	if hits := hitHeader.FindAllStringSubmatch(search, -1); len(hits) == 0 {
 		t.Errorf("the search found nothing:\n%s", tail(search, 1500))
 	}
-	t.Logf("claude, tools deferred: ToolSearch %s, then recall and search answered (%d bytes, %d bytes)", searchTool, len(recall), len(search))
+	t.Logf("%s, tools deferred: tool search %s, then recall and search answered (%d bytes, %d bytes)", c.name, searchTool, len(recall), len(search))
 }

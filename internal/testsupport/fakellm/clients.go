@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -427,12 +428,15 @@ func (s *ClientSession) reply(req *Request, shell ToolDecl) Reply {
 				searched++
 			}
 		}
+		if bytes.Contains(req.Body, []byte(`"tool_search_output"`)) {
+			searched = -1 // Codex's: no tool result, no turn; searched once
+		}
 		if _, ok := MCPTool(req, "recall_folded"); !ok && searched == 0 {
 			if tc, ok := deferredSearch(req); ok {
 				return Reply{ToolCalls: []ToolCall{tc}}
 			}
 		}
-		step := turn - s.turns() - searched
+		step := turn - s.turns() - max(searched, 0)
 		if s.Search != "" && step == 2 {
 			tc, ok := MCPTool(req, "recall_folded")
 			if !ok {
@@ -515,6 +519,11 @@ var deferredRE = regexp.MustCompile(`mcp__[A-Za-z0-9_-]+?__(recall_folded|unfold
 func deferredSearch(req *Request) (ToolCall, bool) {
 	found := false
 	for _, d := range mustTools(req) {
+		if d.Type == "tool_search" {
+			// Codex's: by keyword, over the deferred tools' metadata.
+			args, _ := json.Marshal(map[string]any{"query": "recall_folded", "limit": 8})
+			return ToolCall{Name: ToolSearchCall, Arguments: args}, true
+		}
 		found = found || d.Name == toolSearchName
 	}
 	if !found {
@@ -560,6 +569,39 @@ func MCPTool(req *Request, name string) (ToolCall, bool) {
 	}
 	if json.Unmarshal(req.Body, &w) != nil {
 		return ToolCall{}, false
+	}
+	// Codex's tool search answers with the tools it found, in
+	// tool_search_output items of the input.
+	var in struct {
+		Input []struct {
+			Type  string          `json:"type"`
+			Tools json.RawMessage `json:"tools"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(req.Body, &in) == nil {
+		for _, it := range in.Input {
+			if it.Type != "tool_search_output" {
+				continue
+			}
+			var found struct {
+				Tools []struct {
+					Type  string `json:"type"`
+					Name  string `json:"name"`
+					Tools []struct {
+						Name string `json:"name"`
+					} `json:"tools"`
+				}
+			}
+			if json.Unmarshal([]byte(`{"Tools":`+string(it.Tools)+`}`), &found) == nil {
+				for _, t := range found.Tools {
+					for _, s := range t.Tools {
+						if s.Name == name {
+							return ToolCall{Name: name, Namespace: t.Name}, true
+						}
+					}
+				}
+			}
+		}
 	}
 	for _, t := range w.Tools {
 		n := t.Name

@@ -486,6 +486,14 @@ type (
 		Role    string           `json:"role"`
 		Content []respOutputText `json:"content"`
 	}
+	respSearchOut struct {
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Status    string          `json:"status"`
+		Execution string          `json:"execution"`
+		CallID    string          `json:"call_id"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
 	respCallOut struct {
 		ID        string `json:"id"`
 		Type      string `json:"type"`
@@ -718,11 +726,21 @@ func respOutput(rec *Recorded) []any {
 			Content: []respOutputText{{Type: "output_text", Text: r.Text, Annotations: []any{}}}})
 	}
 	for i, tc := range r.ToolCalls {
+		if tc.Name == ToolSearchCall {
+			out = append(out, respSearchOut{ID: respCallID(rec.Seq, i), Type: "tool_search_call", Status: "completed",
+				Execution: "client", CallID: tc.ID, Arguments: tc.Arguments})
+			continue
+		}
 		out = append(out, respCallOut{ID: respCallID(rec.Seq, i), Type: "function_call", Status: "completed",
 			Arguments: string(tc.Arguments), CallID: tc.ID, Name: tc.Name, Namespace: tc.Namespace})
 	}
 	return out
 }
+
+// ToolSearchCall names, in a Reply on the Responses route, a client-run
+// tool search (Codex's tool_search): the call goes out as a
+// tool_search_call item whose arguments are the object {"query","limit"}.
+const ToolSearchCall = "tool_search"
 
 // respUsage is the usage object. Computed usage adds the reasoning tokens
 // (the thinking text, bytes/4) to the output tokens, which include them on
@@ -855,6 +873,9 @@ func (e encoder) responsesStream(w http.ResponseWriter, rec *Recorded) {
 			f = base()
 			f["part"] = it.Content[0]
 			ev("response.content_part.done", f)
+			ev("response.output_item.done", map[string]any{"output_index": idx, "item": it})
+		case respSearchOut:
+			ev("response.output_item.added", map[string]any{"output_index": idx, "item": it})
 			ev("response.output_item.done", map[string]any{"output_index": idx, "item": it})
 		case respCallOut:
 			added := it

@@ -87,7 +87,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxBody := fs.Int64("max-body", proxy.DefaultMaxBody, "largest request body in `bytes`")
 	fold := fs.Bool("fold", true, "fold stale tool results; -fold=false forwards every request unchanged")
 	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
-	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: 200000)")
+	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: the window the client assumes for the model, with its own settings)")
 	cut := fs.Bool("cut-through", true, "send a folded request upstream while its body still arrives, predicted from the previous request and confirmed before its last byte; -cut-through=false holds each body until it is whole")
 	allowHost := fs.String("allow-host", "", "comma-separated `hosts` (names or IP addresses, no port) to serve besides loopback names and the listen address, as the Host header and as a browser page's Origin: for a gateway or a LAN name; * serves any Host, but a page's Origin must still be loopback, the listen address or listed, and a browser's cross-site request (Sec-Fetch-Site) is refused whatever is listed")
 	dropBlock := fs.Bool("drop-block", true, "on a Claude that binds thinking to its prefix, ask the provider to drop the thinking a fold invalidates (thinking.block_binding drop_block, with its beta header) where the client does not; -drop-block=false holds folds until the next user message instead")

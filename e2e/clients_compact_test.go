@@ -295,7 +295,8 @@ func deferred(c client) client {
 // default (Claude Code's ToolSearch, by name from the deferred list;
 // Codex's tool_search, by keyword): the model loads them, then
 // recall_folded answers a folded output byte for byte, sha256-verified,
-// and search= finds the session's blocks.
+// and search= finds the session's blocks. Claude Code shows the model the
+// MCP server's instructions, which say how to load deferred tools.
 func TestClientsRecallDeferred(t *testing.T) {
 	// Codex defers them for the models of its catalog.
 	for _, c := range []client{deferred(claudeCode), withModel(codex, "gpt-5.5", nil)} {
@@ -322,6 +323,17 @@ func testRecallDeferred(t *testing.T, c client) {
 				recallID = tc.ID
 			}
 		}
+	}
+	instructed := false
+	for _, q := range r.Requests {
+		instructed = instructed || strings.Contains(string(q.Body), "load recall_folded and unfold with your tool search first")
+	}
+	switch {
+	case instructed:
+	case c.name == claudeCode.name:
+		t.Error("the MCP server's instructions, which say how to load the deferred tools, never reached the model")
+	default:
+		t.Logf("%s does not show the model the MCP server's instructions", c.name)
 	}
 	if searchTool == "" || recallID == "" || searchID == "" {
 		t.Fatalf("ToolSearch %q, recall %q, search %q: the model did not load the tools and call them", searchTool, recallID, searchID)

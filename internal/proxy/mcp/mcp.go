@@ -23,6 +23,17 @@ import (
 	"github.com/contextfold/contextfold/internal/core/rawjson"
 )
 
+// Instructions tell the model, in the client's system prompt, what the
+// tools are for and how to reach them when the client defers MCP tools
+// behind its tool search (Claude Code's ToolSearch, Codex's tool_search):
+// a digest names recall_folded, which the model then finds among the
+// deferred tools by that name.
+const Instructions = "Tool outputs the context no longer holds whole appear as digests tagged {#code FOLDED}. " +
+	"recall_folded reads one back byte for byte: {\"codes\":[\"code\"]}, with grep or lines to read part of it; " +
+	"{\"search\":\"term\"} finds which folded blocks hold a term. unfold {\"codes\":[\"code\"]} puts a block back in the context. " +
+	"If these tools are deferred (listed by name only), load recall_folded and unfold with your tool search first " +
+	"(ToolSearch with select:<their full names>, or tool_search with the query recall_folded)."
+
 // Versions are the MCP protocol versions the server speaks, newest first.
 var Versions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
@@ -156,6 +167,7 @@ func (s *Server) handle(ctx context.Context, line []byte, log *slog.Logger) *res
 			"protocolVersion": v,
 			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
 			"serverInfo":      map[string]any{"name": s.Name, "version": s.Version},
+			"instructions":    Instructions,
 		})
 	case "ping":
 		return ok(map[string]any{})

@@ -133,7 +133,7 @@ func TestProtocol(t *testing.T) {
 	for _, v := range []string{"2025-11-25", "2025-06-18"} {
 		m := rpc(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
 		r := m["result"].(map[string]any)
-		if r["protocolVersion"] != v || r["serverInfo"].(map[string]any)["name"] != "contextfold" {
+		if r["protocolVersion"] != v || r["serverInfo"].(map[string]any)["name"] != "contextfold" || r["instructions"] != Instructions {
 			t.Fatalf("initialize %s: %v", v, m)
 		}
 	}

@@ -371,3 +371,58 @@ func testRecallDeferred(t *testing.T, c client) {
 	}
 	t.Logf("%s, tools deferred: tool search %s, then recall and search answered (%d bytes, %d bytes)", c.name, searchTool, len(recall), len(search))
 }
+
+// TestClaudeCodePreservedLongTurn: real Claude Code on a preserved-thinking
+// model (every reply thinks), one long turn of 150 steps with its window
+// at 200k, run direct, through the proxy, and through the proxy holding
+// its folds (-drop-block=false): through the proxy it folds inside the
+// turn without a rejected request, never compacts, and costs no more
+// than the direct run, which compacts; the thinking each event costs and
+// the held run's figures are reported beside it.
+func TestClaudeCodePreservedLongTurn(t *testing.T) {
+	c, env := compactAt(t, claudeCode, 167_000)
+	c = withModel(c, fakellm.PreservedClaude, map[string]string{"CLAUDE_CODE_TOASTY_THIMBLE": "0"})
+	sess := fakellm.ClientSession{Turns: 150, Lines: compactLines, Thinking: true}
+	direct := runSession(t, c, runOpts{session: sess})
+	r := runSession(t, c, runOpts{session: sess, proxy: true, proxyEnv: env})
+	held := runSession(t, c, runOpts{session: sess, proxy: true, proxyEnv: env, proxyArgs: []string{"-drop-block=false"}})
+	for _, run := range []clientResult{direct, r, held} {
+		if run.ExitCode != 0 || run.TimedOut || !strings.Contains(run.Stdout, fakellm.ClientFinal) {
+			t.Fatalf("exit %d (timed out %v)\n--- stdout\n%s\n--- stderr\n%s", run.ExitCode, run.TimedOut, tail(run.Stdout, 3000), tail(run.Stderr, 3000))
+		}
+	}
+	line := func(name string, run clientResult) thinkingRun {
+		st := thinkingStats(run.Requests)
+		rejected := 0
+		for _, q := range run.Requests {
+			if q.Status != 200 {
+				rejected++
+			}
+		}
+		t.Logf("%s: %d requests, %d rejected, %d compactions, %d fold events, thinking dropped at events %v (the least the rules allow %v), peak %d tokens, $%.4f",
+			name, len(run.Requests), rejected, compactions(run.Requests), st.foldEvents, st.eventDrops, st.eventLeast, peakPrompt(run.Requests), totalCost(run.Requests))
+		// The direct run has its own (a request after its compaction), and
+		// so has the held one, which changes nothing Claude Code sends.
+		if rejected > 0 && name == "through the proxy" {
+			t.Errorf("%s: %d requests rejected", name, rejected)
+		}
+		return st
+	}
+	line("direct", direct)
+	st := line("through the proxy", r)
+	line("through the proxy, folds held", held)
+	if compactions(direct.Requests) == 0 {
+		t.Fatal("the direct run never compacted: the threshold is not where the session reaches")
+	}
+	if n := compactions(r.Requests); n > 0 || st.foldEvents == 0 {
+		t.Errorf("through the proxy: %d compactions, %d fold events; want none, and folds", n, st.foldEvents)
+	}
+	for i := range st.eventDrops {
+		if st.eventDrops[i] > st.eventLeast[i] {
+			t.Errorf("fold event %d: the provider dropped %d thinking blocks, more than the current cycle's %d", i+1, st.eventDrops[i], st.eventLeast[i])
+		}
+	}
+	if dc, pc := totalCost(direct.Requests), totalCost(r.Requests); pc > dc {
+		t.Errorf("the proxied run cost more: $%.4f against $%.4f", pc, dc)
+	}
+}

@@ -252,8 +252,8 @@ func TestClientsThinkingThroughProxy(t *testing.T) {
 			rej := attributeRejections(r)
 			thoughts, misplaced := thinkingDigests(r)
 			t.Logf("%s: %d requests, %d rejected (%d by the proxy's edits alone), %d fold events (%d at a user turn), %d codes folded, "+
-				"%d thinking blocks replayed, %d dropped by the fake (%d distinct), %d thinking blocks folded to text digests",
-				tc.name, len(r.Requests), len(rej), countProxy(rej), st.foldEvents, st.atPrompt, st.codes, st.signed, st.dropped, st.droppedBlocks, thoughts)
+				"%d thinking blocks replayed, %d dropped by the fake (%d distinct), %d thinking blocks folded to text digests; $%.4f at Anthropic's prices",
+				tc.name, len(r.Requests), len(rej), countProxy(rej), st.foldEvents, st.atPrompt, st.codes, st.signed, st.dropped, st.droppedBlocks, thoughts, totalCost(r.Requests))
 			for _, x := range rej {
 				t.Logf("  rejected #%d: %s\n    %s", x.seq, x.err, x.why)
 			}

@@ -55,8 +55,13 @@ const clientTurns = 5
 // clientPrompt is the user prompt of every client session.
 const clientPrompt = "Run the build and summarise the errors."
 
-// clientTimeout bounds one client run.
-const clientTimeout = 3 * time.Minute
+// clientTimeout bounds one client run; longClientTimeout one of the runs
+// of 150 steps and more (runOpts.long), which take 0.1 to 0.6 s a step
+// with the machine busy.
+const (
+	clientTimeout     = 3 * time.Minute
+	longClientTimeout = 10 * time.Minute
+)
 
 const howToRunClients = `e2e: %s is not set; run: eval "$(.ci/setup-clients.sh)" && go test ./e2e -run Keyless`
 
@@ -338,6 +343,8 @@ type runOpts struct {
 	// and its fold record in store ("" : a temporary directory).
 	proxy     bool
 	proxyArgs []string
+	// long: a run of 150 steps or more (longClientTimeout).
+	long bool
 	// proxyEnv is more environment for the proxy (a client setting it
 	// reads, as a shell exporting it to both would give it).
 	proxyEnv map[string]string
@@ -397,7 +404,11 @@ func runSession(t *testing.T, c client, o runOpts) clientResult {
 		environ = append(environ, k+"="+env[k])
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+	timeout := clientTimeout
+	if o.long {
+		timeout = longClientTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = d.Work

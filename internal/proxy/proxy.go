@@ -213,9 +213,13 @@ func New(cfg Config) (*Proxy, error) {
 			info := pr.In.Context().Value(ctxKey{}).(*reqInfo)
 			pr.SetURL(p.upstream(info.api))
 			if info.in != nil && info.api == Anthropic {
-				spans := info.in.applied
+				// A cut-through sends its prediction; the fold may still be
+				// deciding (and writing in.applied) meanwhile.
+				var spans []codec.Span
 				if info.ct != nil {
 					spans = info.ct.predicted()
+				} else {
+					spans = info.in.applied
 				}
 				withBinding(pr.Out.Header, info.betas, codec.Binds(spans))
 			}

@@ -39,6 +39,7 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_OPENCODE_SEED", "tests: opencode's pre-installed config directory"},
 	{"CONTEXTFOLD_E2E_DUMP", "e2e: write the thinking runs' request bodies to this directory"},
 	{"CONTEXTFOLD_E2E_CLAUDE_DROP_BLOCK", "e2e: also run Claude Code with drop_block (it looks up api.anthropic.com)"},
+	{"CONTEXTFOLD_E2E_HELD_RUN", "e2e: also run the long preserved-thinking turn through the proxy holding its folds"},
 	{"CONTEXTFOLD_TTFB_SAMPLES", "benchmarks: write every time-to-first-byte sample to this directory"},
 	{"CONTEXTFOLD_TTFB_UPLINK_MBPS", "benchmarks: the upstream reads request bodies no faster than this"},
 	{"CONTEXTFOLD_REAL_UPLINK_MBPS", "benchmarks: the provider-like upstream's uplink, in MB/s"},

@@ -37,7 +37,7 @@ cross:
 	CGO_ENABLED=0 GOOS=darwin GOARCH=amd64 $(GO) build -o /dev/null ./cmd/contextfold
 
 gotest: build dist
-	@$(PI_ENV); $(CLIENTS_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" CONTEXTFOLD_DIST="$(CURDIR)/dist" $(GO) test -race -count=1 -timeout 40m ./...
+	@$(PI_ENV); $(CLIENTS_ENV); CONTEXTFOLD_E2E=1 CONTEXTFOLD_BIN="$(CURDIR)/$(BIN)" CONTEXTFOLD_DIST="$(CURDIR)/dist" $(GO) test -race -count=1 -timeout 60m ./...
 
 # dist/: one npm tarball per platform engine and the Pi package, with
 # SHA256SUMS (.ci/dist.sh). `make release` publishes them: a dry run unless

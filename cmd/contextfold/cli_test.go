@@ -106,12 +106,13 @@ func TestServeHelpNeitherWritesAFrameNorReadsStdin(t *testing.T) {
 	}
 }
 
-// TestTopLevelUsage: no arguments, help, -h and --help print the command
-// list to stdout, every form of every command (recall's -search among
-// them) with its summary in one column.
+// TestTopLevelUsage: help, -h and --help print the command list to
+// stdout, every form of every command (recall's -search among them) with
+// its summary in one column; no arguments is a usage error: the same list
+// on stderr, exit 2.
 func TestTopLevelUsage(t *testing.T) {
 	var first string
-	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"--help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 0 || errb.Len() != 0 {
 			t.Fatalf("%v: exit %d %q", args, code, errb.String())
@@ -119,8 +120,12 @@ func TestTopLevelUsage(t *testing.T) {
 		if first == "" {
 			first = out.String()
 		} else if out.String() != first {
-			t.Errorf("%v differs from the bare usage", args)
+			t.Errorf("%v differs from help's usage", args)
 		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(nil, &out, &errb); code != 2 || out.Len() != 0 || errb.String() != first {
+		t.Errorf("no arguments: exit %d, stdout %q, stderr the usage %v; want 2, nothing, the usage", code, out.String(), errb.String() == first)
 	}
 	column := -1
 	for _, c := range commands() {

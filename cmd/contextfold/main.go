@@ -147,8 +147,10 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stdout)
-		return 0
+		// A command is required: the usage goes where errors go, as the go
+		// command does.
+		usage(stderr)
+		return 2
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":

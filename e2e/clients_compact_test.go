@@ -89,8 +89,9 @@ func compactAt(t *testing.T, c client, threshold int) (client, map[string]string
 // (its own window is the model's): the client compacts through the proxy,
 // and afterwards every tool output of the session is in the fold record
 // byte for byte (or still live in the last request), the conversation
-// goes on in the same file, recall_folded by a code the index appended to
-// the summary names answers the output, sha256-verified, and
+// goes on in the same file, recall_folded by the first code the model
+// sees (a digest's, else one the index appended to the summary names)
+// answers a recorded output, sha256-verified, and
 // recall_folded search= finds the error lines of outputs from before the
 // compaction.
 func TestClientsCompactionForgetsNothing(t *testing.T) {

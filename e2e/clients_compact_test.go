@@ -175,23 +175,8 @@ func testCompactionForgetsNothing(t *testing.T, c client) {
 	if recallID == "" || searchID == "" {
 		t.Fatalf("the fake never called recall_folded by code and by search (%q, %q):\n%s", recallID, searchID, tail(r.Stdout, 2000))
 	}
-	var recall, search string
-	for _, q := range r.Requests {
-		for _, m := range q.Messages {
-			switch {
-			case m.Role == "tool" && m.ToolCallID == recallID && recall == "":
-				recall = m.Content
-			case m.Role == "tool" && m.ToolCallID == searchID && search == "":
-				search = m.Content
-			}
-		}
-	}
-	verified := false
-	for _, rec := range recs {
-		if tx := contents.Texts[rec.ID]; strings.Contains(recall, tx.Text) && tx.Text != "" && strings.Contains(recall, "sha256 verified") {
-			verified = true
-		}
-	}
+	recall, search := toolAnswer(r, recallID), toolAnswer(r, searchID)
+	verified := recalledVerified(contents, recall)
 	if !verified {
 		t.Errorf("the recall by a code of the index did not answer a recorded output byte for byte:\n%s", tail(recall, 1500))
 	}
@@ -348,23 +333,8 @@ func testRecallDeferred(t *testing.T, c client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recall, search string
-	for _, q := range r.Requests {
-		for _, m := range q.Messages {
-			switch {
-			case m.Role == "tool" && m.ToolCallID == recallID && recall == "":
-				recall = m.Content
-			case m.Role == "tool" && m.ToolCallID == searchID && search == "":
-				search = m.Content
-			}
-		}
-	}
-	verified := false
-	for _, rec := range contents.Records() {
-		if tx := contents.Texts[rec.ID]; tx.Text != "" && strings.Contains(recall, tx.Text) && strings.Contains(recall, "sha256 verified") {
-			verified = true
-		}
-	}
+	recall, search := toolAnswer(r, recallID), toolAnswer(r, searchID)
+	verified := recalledVerified(contents, recall)
 	if !verified {
 		t.Errorf("the recall did not answer a folded output byte for byte:\n%s", tail(recall, 1500))
 	}
@@ -438,4 +408,28 @@ func TestClaudeCodePreservedLongTurn(t *testing.T) {
 	if dc, pc := totalCost(direct.Requests), totalCost(r.Requests); pc > dc {
 		t.Errorf("the proxied run cost more: $%.4f against $%.4f", pc, dc)
 	}
+}
+
+// toolAnswer is the first answer to the tool call id that reached the
+// upstream in a run ("" for none).
+func toolAnswer(r clientResult, id string) string {
+	for _, q := range r.Requests {
+		for _, m := range q.Messages {
+			if m.Role == "tool" && m.ToolCallID == id {
+				return m.Content
+			}
+		}
+	}
+	return ""
+}
+
+// recalledVerified reports whether a recall answer holds, sha256-verified,
+// the text of a block the conversation's record holds.
+func recalledVerified(contents *foldstore.Contents, recall string) bool {
+	for _, rec := range contents.Records() {
+		if tx := contents.Texts[rec.ID]; tx.Text != "" && strings.Contains(recall, tx.Text) && strings.Contains(recall, "sha256 verified") {
+			return true
+		}
+	}
+	return false
 }

@@ -218,9 +218,15 @@ func (c *conversation) withIndex(req *codec.Request, spans []codec.Span) []codec
 	if c.index == "" {
 		return spans
 	}
-	m := continued(req)
-	if m < 0 {
-		return spans
+	// The summary stays where it was found: look there before scanning
+	// the whole conversation again.
+	m := c.indexAt
+	if m < 0 || m >= len(req.Messages) || !bytes.Equal(req.Messages[m], c.indexMsg) {
+		m = continued(req)
+		if m < 0 {
+			return spans
+		}
+		c.indexAt, c.indexMsg = m, req.Messages[m]
 	}
 	sp, err := req.AppendSpan(m, c.index)
 	if err != nil {

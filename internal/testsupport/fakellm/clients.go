@@ -574,8 +574,13 @@ func MCPTool(req *Request, name string) (ToolCall, bool) {
 	// tool_search_output items of the input.
 	var in struct {
 		Input []struct {
-			Type  string          `json:"type"`
-			Tools json.RawMessage `json:"tools"`
+			Type  string `json:"type"`
+			Tools []struct {
+				Name  string `json:"name"`
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+			} `json:"tools"`
 		} `json:"input"`
 	}
 	if json.Unmarshal(req.Body, &in) == nil {
@@ -583,21 +588,10 @@ func MCPTool(req *Request, name string) (ToolCall, bool) {
 			if it.Type != "tool_search_output" {
 				continue
 			}
-			var found struct {
-				Tools []struct {
-					Type  string `json:"type"`
-					Name  string `json:"name"`
-					Tools []struct {
-						Name string `json:"name"`
-					} `json:"tools"`
-				}
-			}
-			if json.Unmarshal([]byte(`{"Tools":`+string(it.Tools)+`}`), &found) == nil {
-				for _, t := range found.Tools {
-					for _, s := range t.Tools {
-						if s.Name == name {
-							return ToolCall{Name: name, Namespace: t.Name}, true
-						}
+			for _, t := range it.Tools {
+				for _, s := range t.Tools {
+					if s.Name == name {
+						return ToolCall{Name: name, Namespace: t.Name}, true
 					}
 				}
 			}

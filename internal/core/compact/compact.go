@@ -314,7 +314,7 @@ func headerText(in Input) string {
 		sb.WriteString(" " + in.SessionFile)
 	}
 	sb.WriteString(".\nTo recover detail: `recall_folded search=<term>` finds which folded block holds a term;\n")
-	sb.WriteString("`recall_folded <code>` (optionally grep=<term> or lines=<a-b>) reads one back, sha256-verified.\n")
+	sb.WriteString("`recall_folded code=<code>` (optionally grep=<term> or lines=<a-b>) reads one back, sha256-verified.\n")
 	return sb.String()
 }
 

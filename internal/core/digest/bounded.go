@@ -309,7 +309,7 @@ func (in *boundedInput) render(p boundedPlan) string {
 		b.WriteString(", and ")
 		b.WriteString(parts[len(parts)-1])
 	}
-	b.WriteString("; recall_folded ")
+	b.WriteString("; recall_folded code=")
 	b.WriteString(code)
 	b.WriteString(" lines=A-B (or grep=<term>) reads the rest")
 	for _, l := range in.lines[:p.head] {
@@ -420,7 +420,7 @@ func omittedNote(code string, omitted []*errEntry) string {
 		hints = append(hints, h)
 	}
 	if len(hints) > 0 {
-		b.WriteString(": recall_folded ")
+		b.WriteString(": recall_folded code=")
 		b.WriteString(code)
 		b.WriteByte(' ')
 		b.WriteString(strings.Join(hints, ", "))
@@ -470,7 +470,7 @@ func (in *boundedInput) cutByChars(room int) string {
 		if flagged {
 			s += " (the line is an error line)"
 		}
-		return s + "; recall_folded " + code + " grep=<term> reads inside it"
+		return s + "; recall_folded code=" + code + " grep=<term> reads inside it"
 	}
 	mark := func(headN, tailFrom int) string {
 		return "… chars " + strconv.Itoa(headN+1) + "-" + strconv.Itoa(tailFrom-1) + " not shown …"

@@ -226,7 +226,7 @@ func TestBounded(t *testing.T) {
 			for _, want := range []string{
 				"\n1200: ERROR: step 0 failed\n", "\n1300: ERROR: step 1 failed\n",
 				"\n700 (and 3 more times): FAIL: TestRepeated\n",
-				"bash → 3000 lines, ~", "recall_folded " + Code("r:t") + " lines=A-B (or grep=<term>) reads the rest",
+				"bash → 3000 lines, ~", "recall_folded code=" + Code("r:t") + " lines=A-B (or grep=<term>) reads the rest",
 			} {
 				if !strings.Contains(view, want) {
 					t.Fatalf("missing %q in\n%s", want, view)
@@ -296,7 +296,7 @@ func TestBoundedIsErrorAndLongLines(t *testing.T) {
 	view := Bounded(Code("r:e"), "", text, true, tokens.Block(text), 1000)
 	sh := checkBounded(t, "r:e", text, view, 1000)
 	if sh.omitted != 1 || !strings.Contains(view, "{#"+Code("r:e")+" FOLDED} result → error, 201 lines") ||
-		!strings.Contains(view, "(first at line 101): recall_folded "+Code("r:e")+" grep=error matches it") {
+		!strings.Contains(view, "(first at line 101): recall_folded code="+Code("r:e")+" grep=error matches it") {
 		t.Fatalf("long error line:\n%s", view)
 	}
 }

@@ -40,6 +40,9 @@ type Original struct {
 
 // Request is a recall_folded call.
 type Request struct {
+	// Code is one code, as the hints the model reads spell it
+	// (recall_folded code=x1y2z3); it is read before Codes.
+	Code                       string
 	Codes                      []string
 	Chars, Lines, Grep, Search string
 	// Spelling is how the answer's hints name options.
@@ -62,6 +65,22 @@ type Reply struct {
 	Hits     []string
 }
 
+// JoinCodes returns the codes a call names: code, the single form every
+// hint prints, then codes, the list form, without repeats. Both tools take
+// both, so that a model following a hint word for word is answered.
+func JoinCodes(code string, codes []string) []string {
+	if code == "" {
+		return codes
+	}
+	out := []string{code}
+	for _, c := range codes {
+		if c != code {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Answer answers r from stores: the caller's conversation first, then the
 // ones a code it did not fold may be read from (a Pi session's parent, the
 // other conversations of a proxied client session). A search sweeps the
@@ -78,6 +97,7 @@ func Answer(stores []Store, r Request) Reply {
 		rep.Text, rep.IsError = MalformedLines(r.Lines), true
 		return rep
 	}
+	r.Codes = JoinCodes(r.Code, r.Codes)
 	if r.Search != "" && len(r.Codes) == 0 {
 		return search(stores[0], r.Search, r.Spelling)
 	}

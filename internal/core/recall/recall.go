@@ -525,7 +525,7 @@ func Search(blocks []Block, term string, sp Spelling) (hits []Hit, truncated boo
 		}
 	}
 	if truncated {
-		follow := "recall_folded {code} " + sp.arg("lines", "<a-b>")
+		follow := "recall_folded code={code} " + sp.arg("lines", "<a-b>")
 		if sp == CLIFlags {
 			follow = "a recall of {code} with " + sp.arg("lines", "<a-b>")
 		}

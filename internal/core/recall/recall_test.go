@@ -288,7 +288,7 @@ func TestSearch(t *testing.T) {
 		many = append(many, Block{Code: c, Label: "l", Text: thirty})
 	}
 	hits, truncated, note = Search(many, "error", ToolArgs)
-	if !truncated || note != "capped at ~1000 tok — narrow the term, or follow up with recall_folded {code} lines=<a-b>" ||
+	if !truncated || note != "capped at ~1000 tok — narrow the term, or follow up with recall_folded code={code} lines=<a-b>" ||
 		len(hits) != 2 || len(hits[0].Lines) != 30 || len(hits[1].Lines) != 22 || hits[1].Lines[21] != "22: error "+rep("x", 60) {
 		t.Errorf("capped: %v %q %d", truncated, note, len(hits))
 	}
@@ -374,11 +374,11 @@ func TestRenderUnfold(t *testing.T) {
 ✓ bcd234 — thinking · turn 1
 • def456 — already unfolded; its full content is in your context
 ✗ #nope — no folded block with that code
-⚠ {#ghi789 FOLDED} — compacted out of live history; nothing to re-expand. Use recall_folded {#ghi789 FOLDED} (grep=<term> / lines=<a-b>) to read it.
+⚠ {#ghi789 FOLDED} — compacted out of live history; nothing to re-expand. Use recall_folded code=ghi789 (with grep=<term> or lines=<a-b>) to read it.
 
-Expanded 2 block(s); full content returns on your next turn.`},
+Expanded 2 blocks; their full content returns on your next turn.`},
 		{Unfold{Already: []string{"def456"}}, "• def456 — already unfolded; its full content is in your context"},
-		{Unfold{Compacted: []string{"ghi789"}}, "⚠ ghi789 — compacted out of live history; nothing to re-expand. Use recall_folded ghi789 (grep=<term> / lines=<a-b>) to read it."},
+		{Unfold{Compacted: []string{"ghi789"}}, "⚠ ghi789 — compacted out of live history; nothing to re-expand. Use recall_folded code=ghi789 (with grep=<term> or lines=<a-b>) to read it."},
 		{Unfold{Missing: []string{"x"}}, "✗ x — no folded block with that code"},
 		{Unfold{}, "No codes provided."},
 	} {

@@ -3,6 +3,8 @@ package recall
 import (
 	"strconv"
 	"strings"
+
+	"github.com/contextfold/contextfold/internal/core/digest"
 )
 
 // Labels name what block was served; notes say how far to trust it. A
@@ -243,11 +245,16 @@ func RenderUnfold(u Unfold) string {
 	}
 	lines = append(lines, summary(nil, nil, u.Missing)...)
 	for _, c := range u.Compacted {
-		lines = append(lines, "⚠ "+c+" — compacted out of live history; nothing to re-expand. Use recall_folded "+c+" (grep=<term> / lines=<a-b>) to read it.")
+		code, ok := digest.ParseCode(c)
+		if !ok {
+			code = c
+		}
+		lines = append(lines, "⚠ "+c+" — compacted out of live history; nothing to re-expand. Use recall_folded code="+code+" (with grep=<term> or lines=<a-b>) to read it.")
 	}
 	header := strings.Join(lines, "\n")
 	if len(u.Expanded) > 0 {
-		return header + "\n\nExpanded " + strconv.Itoa(len(u.Expanded)) + " block(s); full content returns on your next turn."
+		n := len(u.Expanded)
+		return header + "\n\nExpanded " + strconv.Itoa(n) + plural(n, " block; its full content returns", " blocks; their full content returns") + " on your next turn."
 	}
 	if header == "" {
 		return NoCodes

@@ -156,7 +156,7 @@ func (s *Service) answer(r recall.Request, entries string) (recall.Reply, error)
 }
 
 func (s *Service) recall(p RecallParams) (*ToolResult, error) {
-	rep, err := s.answer(recall.Request{Codes: p.Codes, Chars: p.Chars, Lines: p.Lines, Grep: p.Grep, Search: p.Search}, p.Entries)
+	rep, err := s.answer(recall.Request{Code: p.Code, Codes: p.Codes, Chars: p.Chars, Lines: p.Lines, Grep: p.Grep, Search: p.Search}, p.Entries)
 	if err != nil {
 		return nil, err
 	}

@@ -193,6 +193,12 @@ func TestRecallVerifiesAgainstTheSessionFile(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
 		t.Fatalf("lines=76-76:\n%s", res.Text)
 	}
+	// code=, as every hint spells it, is taken as codes is.
+	res = ToolResult{}
+	call(t, c, "recall", RecallParams{Code: code, Lines: "76-76"}, &res)
+	if res.IsError || !strings.Contains(res.Text, "76: ERROR: step 0 failed") {
+		t.Fatalf("code= lines=76-76:\n%s", res.Text)
+	}
 	// Never-folded and unknown codes are not served (docs/EDGES.md #12).
 	call(t, c, "recall", RecallParams{Codes: []string{digest.ScopedCode("s1", "r:c29"), "zzzzzz"}}, &res)
 	if strings.Count(res.Text, "no folded block with that code") != 2 {

@@ -4,12 +4,15 @@ import (
 	"context"
 
 	"github.com/contextfold/contextfold/internal/core/rawjson"
+	"github.com/contextfold/contextfold/internal/core/recall"
 )
 
 func marshalString(s string) ([]byte, error) { return rawjson.Quote(nil, s), nil }
 
 // UnfoldParams name the codes to release.
+// Code is the single form the hints print; both are taken.
 type UnfoldParams struct {
+	Code  string   `json:"code,omitempty"`
 	Codes []string `json:"codes"`
 }
 
@@ -23,6 +26,7 @@ type ToolResult struct {
 // RecallParams are recall_folded's arguments plus, for a session without a
 // file, the session's entries.
 type RecallParams struct {
+	Code   string   `json:"code,omitempty"`
 	Codes  []string `json:"codes,omitempty"`
 	Grep   string   `json:"grep,omitempty"`
 	Lines  string   `json:"lines,omitempty"`
@@ -38,10 +42,11 @@ func (s *Service) unfold(ctx context.Context, p UnfoldParams) (*ToolResult, erro
 	if ss == nil {
 		return nil, errNotOpen
 	}
-	res, err := ss.eng.Unfold(p.Codes, &journal{s: s, ss: ss, ctx: ctx})
+	codes := recall.JoinCodes(p.Code, p.Codes)
+	res, err := ss.eng.Unfold(codes, &journal{s: s, ss: ss, ctx: ctx})
 	if err != nil {
 		return &ToolResult{Text: "unfold failed: " + err.Error(), IsError: true}, nil
 	}
 	ss.tm.MaskedNow = foldsOf(ss).masked
-	return renderUnfold(ss, p.Codes, res), nil
+	return renderUnfold(ss, codes, res), nil
 }

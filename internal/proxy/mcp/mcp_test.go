@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/contextfold/contextfold/internal/core/block"
+	"github.com/contextfold/contextfold/internal/core/compact"
 	"github.com/contextfold/contextfold/internal/core/digest"
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/core/recall"
@@ -187,6 +190,11 @@ func TestRecallAndUnfold(t *testing.T) {
 	if !strings.Contains(text, c2) || !strings.Contains(text, "needle here") || strings.Contains(text, c1) {
 		t.Errorf("search:\n%s", text)
 	}
+	// code=, the single form every hint prints, is taken too.
+	text, isErr = textOf(t, rpc(call("recall_folded", `{"code":"`+c1+`","grep":"error"}`)))
+	if isErr || !strings.Contains(text, "ERROR: disk full") || strings.Contains(text, "line three") {
+		t.Errorf("code= and grep:\n%s", text)
+	}
 	text, _ = textOf(t, rpc(call("recall_folded", `{"codes":["zzzzzz"]}`)))
 	if !strings.Contains(text, "✗ zzzzzz — no folded block with that code") {
 		t.Errorf("missing code:\n%s", text)
@@ -195,7 +203,7 @@ func TestRecallAndUnfold(t *testing.T) {
 		t.Error("bad arguments accepted")
 	}
 
-	text, isErr = textOf(t, rpc(call("unfold", `{"codes":["`+c2+`","zzzzzz"]}`)))
+	text, isErr = textOf(t, rpc(call("unfold", `{"code":"`+c2+`","codes":["zzzzzz"]}`)))
 	if isErr || !strings.Contains(text, "✓ "+c2) || !strings.Contains(text, "✗ zzzzzz") {
 		t.Fatalf("unfold:\n%s", text)
 	}
@@ -223,9 +231,63 @@ func TestTextsMatchPi(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{recallDescription, unfoldDescription, codesDescription, grepDescription, linesDescription, charsDescription, searchDescription, unfoldCodes} {
+	for _, s := range []string{recallDescription, unfoldDescription, codeDescription, codesDescription, grepDescription, linesDescription, charsDescription, searchDescription, unfoldCodes} {
 		if !strings.Contains(string(ts), s) {
 			t.Errorf("extension/tools.ts does not say %q", s)
+		}
+	}
+}
+
+// TestHintsNameTheSchema: every recall_folded hint the model can read (a
+// digest's "lines like this" mark, the bounded views, the compaction index,
+// unfold's and search's answers) names only arguments the tool declares,
+// and never a bare positional code the schema has no place for.
+func TestHintsNameTheSchema(t *testing.T) {
+	var props map[string]any
+	for _, tool := range Tools(t.TempDir()) {
+		if tool.Name == "recall_folded" {
+			var s struct {
+				Properties map[string]any `json:"properties"`
+			}
+			if err := json.Unmarshal(tool.InputSchema, &s); err != nil {
+				t.Fatal(err)
+			}
+			props = s.Properties
+		}
+	}
+	var errs []string
+	for i := 0; i < 40; i++ {
+		errs = append(errs, fmt.Sprintf("ERROR: widget failed at step %d", i))
+	}
+	many := strings.Repeat("a long line of build output that goes on\n", 3000) + strings.Join(errs, "\n")
+	oneLine := strings.Repeat(`{"k":"v"},`, 4000)
+	blocks := []block.Block{
+		{ID: "u1", Kind: block.User, Text: "fix the widget", Turn: 1},
+		{ID: "c1", Kind: block.ToolCall, ToolName: "bash", CallID: "call_1", Args: []byte(`{"command":"make"}`), Turn: 1},
+		{ID: "r1", Kind: block.ToolResult, ToolName: "bash", CallID: "call_1", Text: strings.Join(errs, "\n"), Turn: 1},
+	}
+	texts := map[string]string{
+		"digest":          digest.ToolResult("abc123", "bash", strings.Join(errs, "\n"), true, 900, digest.Limits{MaxChars: 200, MaxLineChar: 500}),
+		"bounded lines":   digest.Bounded("abc123", "bash", many, true, tokens.Block(many), 2000),
+		"bounded chars":   digest.Bounded("abc123", "read", oneLine, false, tokens.Block(oneLine), 300),
+		"compaction":      compact.Render(compact.Input{Title: "Compaction summary", Blocks: blocks, Codes: map[string]string{"r1": "abc123"}, SessionFile: "s.jsonl"}),
+		"unfold answer":   recall.RenderUnfold(recall.Unfold{Compacted: []string{"{#abc123 FOLDED}"}}),
+	}
+	hint := regexp.MustCompile("recall_folded`? +([^ `\n]+)")
+	for name, text := range texts {
+		found := hint.FindAllStringSubmatch(text, -1)
+		if len(found) == 0 && name != "bounded chars" {
+			t.Errorf("%s: no hint found in\n%.600s", name, text)
+		}
+		for _, m := range found {
+			arg := m[1]
+			key, _, isArg := strings.Cut(arg, "=")
+			switch {
+			case isArg && props[key] == nil:
+				t.Errorf("%s: hint %q names %s=, which recall_folded does not declare", name, m[0], key)
+			case !isArg && (arg == "abc123" || strings.HasPrefix(arg, "<") || strings.HasPrefix(arg, "{")):
+				t.Errorf("%s: hint %q passes a code positionally; the tool takes code= or codes", name, m[0])
+			}
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 const (
 	recallDescription = "Read back the exact original of a block shown as {#<code> FOLDED} (an older tool result or thinking that was folded to a short digest; its error lines stay visible in the digest). Bounded: whole reads are capped; slice with grep=<term>, lines=<a-b> or chars=<a-b>; search=<term> without codes finds which folded block holds a term. Read-only: blocks stay folded. If a narrower command or a file read gets the detail more cheaply, do that instead."
 	unfoldDescription = "Restore folded blocks ({#<code> FOLDED}) to their full content in your context from the next request on, for good. Costs their full size on every later request: prefer recall_folded for a one-time read."
+	codeDescription   = "One fold code, as the hints in digests name it (code=<code>); codes takes several."
 	codesDescription  = "Fold codes from {#<code> FOLDED} tags in your context (bare code or the whole tag). Omit when using `search`."
 	grepDescription   = "Return only lines containing this text (case-insensitive)."
 	linesDescription  = `Return only a line range, 1-based inclusive, e.g. "40-80".`
@@ -48,6 +49,7 @@ func (st store) tools() []Tool {
 		{
 			Name: "recall_folded", Title: "Recall folded context", Description: recallDescription,
 			InputSchema: schema(map[string]any{"type": "object", "properties": map[string]any{
+				"code":   str(codeDescription),
 				"codes":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": codesDescription},
 				"grep":   str(grepDescription),
 				"lines":  str(linesDescription),
@@ -58,7 +60,8 @@ func (st store) tools() []Tool {
 		},
 		{
 			Name: "unfold", Title: "Unfold context", Description: unfoldDescription,
-			InputSchema: schema(map[string]any{"type": "object", "required": []string{"codes"}, "properties": map[string]any{
+			InputSchema: schema(map[string]any{"type": "object", "properties": map[string]any{
+				"code":  str(codeDescription),
 				"codes": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": unfoldCodes},
 			}}),
 			Call: st.unfold,
@@ -216,6 +219,7 @@ func (s store) session(path string) ([]string, []*foldstore.Contents, error) {
 }
 
 type recallArgs struct {
+	Code   string   `json:"code"`
 	Codes  []string `json:"codes"`
 	Grep   string   `json:"grep"`
 	Lines  string   `json:"lines"`
@@ -246,7 +250,7 @@ func (s store) recall(ctx context.Context, raw, meta json.RawMessage) (string, b
 	for i, c := range convs {
 		stores[i] = c.RecallStore()
 	}
-	rep := recall.Answer(stores, recall.Request{Codes: a.Codes, Chars: a.Chars, Lines: a.Lines, Grep: a.Grep, Search: a.Search})
+	rep := recall.Answer(stores, recall.Request{Code: a.Code, Codes: a.Codes, Chars: a.Chars, Lines: a.Lines, Grep: a.Grep, Search: a.Search})
 	return rep.Text, rep.IsError
 }
 
@@ -258,16 +262,18 @@ const UnknownCaller = "context-fold could not tell which conversation this call 
 
 func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, bool) {
 	var a struct {
+		Code  string   `json:"code"`
 		Codes []string `json:"codes"`
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return "unfold: bad arguments: " + err.Error(), true
 	}
-	if len(a.Codes) == 0 {
+	joined := recall.JoinCodes(a.Code, a.Codes)
+	if len(joined) == 0 {
 		return recall.NoCodes, false
 	}
-	codes := make([]string, len(a.Codes))
-	for i, c := range a.Codes {
+	codes := make([]string, len(joined))
+	for i, c := range joined {
 		codes[i], _ = digest.ParseCode(c)
 	}
 	conv := s.caller(ctx, "unfold", raw, meta)
@@ -295,7 +301,7 @@ func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, b
 			}
 		}
 		if st == nil {
-			u.Missing = append(u.Missing, a.Codes[i])
+			u.Missing = append(u.Missing, joined[i])
 			continue
 		}
 		if st.Unfolded(rec.ID) {

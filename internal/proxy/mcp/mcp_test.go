@@ -267,11 +267,11 @@ func TestHintsNameTheSchema(t *testing.T) {
 		{ID: "r1", Kind: block.ToolResult, ToolName: "bash", CallID: "call_1", Text: strings.Join(errs, "\n"), Turn: 1},
 	}
 	texts := map[string]string{
-		"digest":          digest.ToolResult("abc123", "bash", strings.Join(errs, "\n"), true, 900, digest.Limits{MaxChars: 200, MaxLineChar: 500}),
-		"bounded lines":   digest.Bounded("abc123", "bash", many, true, tokens.Block(many), 2000),
-		"bounded chars":   digest.Bounded("abc123", "read", oneLine, false, tokens.Block(oneLine), 300),
-		"compaction":      compact.Render(compact.Input{Title: "Compaction summary", Blocks: blocks, Codes: map[string]string{"r1": "abc123"}, SessionFile: "s.jsonl"}),
-		"unfold answer":   recall.RenderUnfold(recall.Unfold{Compacted: []string{"{#abc123 FOLDED}"}}),
+		"digest":        digest.ToolResult("abc123", "bash", strings.Join(errs, "\n"), true, 900, digest.Limits{MaxChars: 200, MaxLineChar: 500}),
+		"bounded lines": digest.Bounded("abc123", "bash", many, true, tokens.Block(many), 2000),
+		"bounded chars": digest.Bounded("abc123", "read", oneLine, false, tokens.Block(oneLine), 300),
+		"compaction":    compact.Render(compact.Input{Title: "Compaction summary", Blocks: blocks, Codes: map[string]string{"r1": "abc123"}, SessionFile: "s.jsonl"}),
+		"unfold answer": recall.RenderUnfold(recall.Unfold{Compacted: []string{"{#abc123 FOLDED}"}}),
 	}
 	hint := regexp.MustCompile("recall_folded`? +([^ `\n]+)")
 	for name, text := range texts {

@@ -126,6 +126,18 @@ func (b *Block) Foldable() bool {
 	return false
 }
 
+// OwnTool reports whether a tool name is one of context-fold's own tools,
+// recall_folded or unfold, as Pi names them or as a client names an MCP
+// server's tools (mcp__contextfold__recall_folded, contextfold_unfold).
+func OwnTool(name string) bool {
+	for _, t := range [...]string{"recall_folded", "unfold"} {
+		if name == t || strings.HasSuffix(name, "_"+t) || strings.HasSuffix(name, "."+t) {
+			return true
+		}
+	}
+	return false
+}
+
 // Message is one decoded message.
 type Message struct {
 	Raw  []byte // the message's JSON exactly as received

@@ -427,7 +427,7 @@ func (e *Engine) Sync(keep int, msgs [][]byte) {
 			e.meta = append(e.meta, m)
 			e.view = append(e.view, policy.ViewBlock{
 				ID: b.ID, Kind: b.Kind, Turn: b.Turn, Order: b.Order, Msg: b.Msg,
-				Tokens: b.Tokens, Durable: block.Durable(b.ID), Foldable: b.Foldable(),
+				Tokens: b.Tokens, Durable: block.Durable(b.ID), Foldable: mayFold(&b),
 				ToolName: b.ToolName, IsError: b.IsError,
 			})
 			e.index(b.Order)
@@ -654,7 +654,16 @@ func (e *Engine) Prepare(max int) bool {
 // unprepared reports whether block k may fold and has no digest yet.
 func (e *Engine) unprepared(k int) bool {
 	b := &e.tr.Blocks()[k]
-	return b.Foldable() && block.Durable(b.ID) && !e.meta[k].done && e.meta[k].frozen == nil
+	return mayFold(b) && block.Durable(b.ID) && !e.meta[k].done && e.meta[k].frozen == nil
+}
+
+// mayFold reports whether a new fold may take block b: a foldable block
+// that is not context-fold's own answer. A recall_folded or unfold answer
+// is a bounded copy of blocks that already have codes; folding it would
+// mint a code for a copy of a code's text (a fold record still replays
+// as recorded: only new folds ask this).
+func mayFold(b *block.Block) bool {
+	return b.Foldable() && !(b.Kind == block.ToolResult && block.OwnTool(b.ToolName))
 }
 
 // metaOf computes the digests of blocks ks concurrently: each is a pure
@@ -713,14 +722,14 @@ func (e *Engine) Foldable(window, reserve int) int {
 	saved := 0
 	for k := 0; k < len(blocks)-1; k++ {
 		b := &blocks[k]
-		if b.Kind != block.ToolResult || !b.Foldable() || !block.Durable(b.ID) || e.meta[k].frozen != nil || e.unfolded[b.ID] || e.rejected[b.ID] {
+		if b.Kind != block.ToolResult || !mayFold(b) || !block.Durable(b.ID) || e.meta[k].frozen != nil || e.unfolded[b.ID] || e.rejected[b.ID] {
 			continue
 		}
 		if k >= from && !e.view[k].Superseded {
 			continue
 		}
-		if d := b.Tokens - e.ensureMeta(k).tokens; d > 0 {
-			saved += d
+		if f := e.ensureMeta(k).tokens; policy.Worth(b.Tokens, f) {
+			saved += b.Tokens - f
 		}
 	}
 	return saved
@@ -968,8 +977,8 @@ func (e *Engine) lower(dec policy.Decision, over []oversized, v *policy.View, re
 		if body, ok := dec.Digests[id]; ok {
 			text = digest.Authored(e.Code(id), body)
 		}
-		if !invalidated && e.cfg.Cost(text) >= b.Tokens {
-			return false // folding would not make it smaller
+		if !invalidated && !policy.Worth(b.Tokens, e.cfg.Cost(text)) {
+			return false // folding would save almost nothing
 		}
 		return add(id, k, text)
 	}

@@ -825,3 +825,63 @@ func TestOverheadCountsAgainstTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallBlocksAndOwnAnswersStayWhole: a result whose digest would save
+// almost nothing (an edit's one-line acknowledgement) and context-fold's
+// own answers (recall_folded, unfold: copies of blocks that have codes)
+// never fold, so no code is minted for nothing or for a copy of a code.
+func TestSmallBlocksAndOwnAnswersStayWhole(t *testing.T) {
+	s := newSession().user("fix the build")
+	var small, own, large []string
+	for i := 0; i < 60; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		s.call("", id)
+		switch i % 3 {
+		case 0:
+			s.result(id, output(id, 80), false)
+			large = append(large, "r:"+id)
+		case 1:
+			s.result(id, fmt.Sprintf("Successfully replaced text in src/widget_%d.go.", i), false)
+			small = append(small, "r:"+id)
+		case 2:
+			name := []string{"recall_folded", "mcp__contextfold__recall_folded", "unfold"}[i%9/3]
+			s.resultNamed(id, name, "✓ abc123 — bash · session file · sha256 verified\n=== abc123 ===\n"+output(id, 40), false)
+			own = append(own, "r:"+id)
+		}
+	}
+	e := New(shipped())
+	drive(t, e, s.text("done").msgs, 32_000, &memJournal{})
+	folded := func(id string) bool { _, ok := e.Registry().Get(id); return ok }
+	n := 0
+	for _, id := range large {
+		if folded(id) {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("nothing folded: the test exercises nothing")
+	}
+	for _, id := range append(small, own...) {
+		if folded(id) {
+			rec, _ := e.Registry().Get(id)
+			t.Errorf("%s folded (%d bytes to %q)", id, rec.Bytes, rec.Digest)
+		}
+	}
+}
+
+func TestWorth(t *testing.T) {
+	for _, c := range []struct {
+		tokens, folded int
+		want           bool
+	}{
+		{45, 41, false},    // the 180-byte answer folded to 164 bytes
+		{100, 60, false},   // saves 40: under the floor
+		{100, 40, true},    // saves 60, 60 %
+		{1000, 800, false}, // saves 200 but only 20 %
+		{1000, 700, true},
+	} {
+		if got := policy.Worth(c.tokens, c.folded); got != c.want {
+			t.Errorf("Worth(%d, %d) = %v, want %v", c.tokens, c.folded, got, c.want)
+		}
+	}
+}

@@ -62,7 +62,11 @@ func (s *session) text(t string) *session {
 }
 
 func (s *session) result(id, text string, isError bool) *session {
-	s.msgs = append(s.msgs, []byte(`{"role":"toolResult","toolCallId":`+rawjson.QuoteString(id)+`,"toolName":"bash","content":[{"type":"text","text":`+rawjson.QuoteString(text)+`}],"details":{"x":1},"isError":`+strconv.FormatBool(isError)+`,"timestamp":`+s.tick()+`}`))
+	return s.resultNamed(id, "bash", text, isError)
+}
+
+func (s *session) resultNamed(id, tool, text string, isError bool) *session {
+	s.msgs = append(s.msgs, []byte(`{"role":"toolResult","toolCallId":`+rawjson.QuoteString(id)+`,"toolName":`+rawjson.QuoteString(tool)+`,"content":[{"type":"text","text":`+rawjson.QuoteString(text)+`}],"details":{"x":1},"isError":`+strconv.FormatBool(isError)+`,"timestamp":`+s.tick()+`}`))
 	return s
 }
 

@@ -33,6 +33,21 @@ var DefaultKnobs = Knobs{
 	Tail:           20_000,
 }
 
+// A fold must save at least MinSaveTokens and MinSaveShare of the block:
+// below that, the digest hides the block's detail (and mints a code the
+// model may have to recall) for almost nothing.
+const (
+	MinSaveTokens = 48
+	MinSaveShare  = 0.25
+)
+
+// Worth reports whether folding a block of tokens to a digest of folded
+// tokens saves enough to be worth doing.
+func Worth(tokens, folded int) bool {
+	save := tokens - folded
+	return save >= MinSaveTokens && float64(save) >= MinSaveShare*float64(tokens)
+}
+
 // ViewBlock is one block as a policy sees it.
 type ViewBlock struct {
 	ID          string

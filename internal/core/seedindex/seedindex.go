@@ -357,7 +357,7 @@ func errorCode(w string) bool {
 // verified ===", "recall unavailable — …") are the tool's words. Mining them
 // would list the tool's headers as error lines and count copies twice, so
 // such results are not a source of files, error lines or identifiers.
-func OwnAnswer(tool string) bool { return tool == "recall_folded" || tool == "unfold" }
+func OwnAnswer(tool string) bool { return block.OwnTool(tool) }
 
 // shellTools are tool names whose "command" argument is a shell command.
 var shellTools = map[string]bool{"bash": true, "shell": true, "sh": true, "exec": true, "run": true, "terminal": true, "run_command": true, "execute_bash": true}

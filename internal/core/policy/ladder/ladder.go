@@ -62,7 +62,7 @@ func (Ladder) Conduct(v *policy.View) policy.Decision {
 		if !b.Candidate() || (b.Kind != block.ToolResult && b.Kind != block.Thinking) {
 			continue
 		}
-		if f := v.Folded(i); f < b.Tokens {
+		if f := v.Folded(i); policy.Worth(b.Tokens, f) {
 			ids = append(ids, b.ID)
 			savings += b.Tokens - f
 		}

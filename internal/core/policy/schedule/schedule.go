@@ -251,8 +251,8 @@ func (p Economic) Conduct(v *policy.View) policy.Decision {
 // candidate reports whether block i may fold in an event, and how many
 // tokens folding it saves: a tool result or thinking that is durable,
 // foldable, not held, not yet frozen, not the newest block, outside the
-// protected tail unless superseded (or intoTail), and whose digest is
-// smaller.
+// protected tail unless superseded (or intoTail), and whose digest saves
+// enough (policy.Worth).
 func candidate(v *policy.View, i int, intoTail bool) (int, bool) {
 	b := &v.Blocks[i]
 	if !maskableKind(b.Kind) || !b.Durable || !b.Foldable || b.Held || b.Frozen || i == len(v.Blocks)-1 {
@@ -261,7 +261,7 @@ func candidate(v *policy.View, i int, intoTail bool) (int, bool) {
 	if b.Protected && !intoTail && !b.Superseded {
 		return 0, false // superseded results are stale: the tail does not protect them
 	}
-	if f := v.Folded(i); f < b.Tokens {
+	if f := v.Folded(i); policy.Worth(b.Tokens, f) {
 		return b.Tokens - f, true
 	}
 	return 0, false

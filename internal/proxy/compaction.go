@@ -160,11 +160,12 @@ func (f *Folder) compaction(c *conversation, tr *block.Transcript, msgs, prompt 
 	for _, rec := range c.eng.Registry().All() {
 		codes[rec.ID] = rec.Code
 	}
-	index := compact.Render(compact.Input{Title: indexTitle, Seq: c.eng.LastSeq(), Blocks: blocks, Codes: codes, Carried: c.index})
+	index := compact.Render(compact.Input{Title: indexTitle, Seq: c.compactions + 1, Blocks: blocks, Codes: codes, Carried: c.index})
 	if err := c.file.RecordIndex(index); err != nil {
 		f.log.Warn("client compaction: the index of what is recallable could not be recorded; the conversation goes on without it", "err", err, "file", c.file.Path())
 	} else {
 		c.index = index
+		c.compactions++
 	}
 	f.mu.Lock()
 	f.compacted[c.scope] = c.name

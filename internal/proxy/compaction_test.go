@@ -143,7 +143,7 @@ func TestCompactionForgetsNothing(t *testing.T) {
 		}
 	}
 	json.Unmarshal(first.Body, &body)
-	if !strings.Contains(string(body.Messages[0].Content), indexTitle) {
+	if !strings.Contains(string(body.Messages[0].Content), "# "+indexTitle+" #1 ") {
 		t.Fatalf("the first request after the compaction has no index in its summary message: %.300s", body.Messages[0].Content)
 	}
 	var blocks []struct{ Type, Text string }

@@ -162,6 +162,7 @@ type conversation struct {
 	// appended to that summary (compaction.go). compactedAt is how many
 	// messages the compaction request had (0: none seen yet).
 	index       string
+	compactions int // the client's compactions indexed so far (the index's number)
 	compactedAt int
 	// indexAt is the message the index was last appended to (-1: none
 	// yet), and indexMsg that message, to find it again without a scan.
@@ -438,7 +439,7 @@ func (f *Folder) conversation(api codec.API, session, scope, name string) (*conv
 	// Codes are the conversation's own: clients whose model server numbers
 	// its calls alike (call_1, call_2, …) fold under different codes.
 	eng := engine.New(engine.Config{Policy: f.policy, Scope: name})
-	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1, index: contents.Index, indexAt: -1}
+	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1, index: contents.Index, compactions: contents.Indexes, indexAt: -1}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)

@@ -15,6 +15,7 @@ package compact
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -154,13 +155,18 @@ func Render(in Input) string {
 	// A block gives at most seedindex's per-block share of files, error
 	// lines and identifiers, so one flood cannot crowd out every other
 	// block; the all* sets count what the shares leave out, for exact notes.
-	allFile, allIdent, allErr := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	allIdent, allErr := map[string]bool{}, map[string]bool{}
 	addFile := func(f string) {
 		if f != "" && !seenFile[f] {
-			seenFile[f], allFile[f] = true, true
+			seenFile[f] = true
 			files = append(files, "`"+f+"`")
 		}
 	}
+	type cmdRun struct {
+		cmd, tag string
+		n, last  int
+	}
+	runs := map[string]*cmdRun{}
 	for i := range in.Blocks {
 		b := &in.Blocks[i]
 		switch b.Kind {
@@ -175,8 +181,15 @@ func Render(in Input) string {
 				addFile(f)
 			}
 			if cmd != "" {
-				resultID := "r:" + b.CallID
-				cmds = append(cmds, tag(b.Turn, resultID)+" `"+strings.ReplaceAll(cmd, "`", "'")+"`")
+				// A command run again is listed once, at its newest run,
+				// whose output is the one that still holds.
+				r := runs[cmd]
+				if r == nil {
+					r = &cmdRun{cmd: cmd}
+					runs[cmd] = r
+				}
+				r.n++
+				r.tag, r.last = tag(b.Turn, "r:"+b.CallID), i
 			}
 		case block.ToolResult:
 			name := b.ToolName
@@ -184,13 +197,10 @@ func Render(in Input) string {
 				name = call.ToolName
 			}
 			if !seedindex.OwnAnswer(name) {
+				// Files touched are those the calls name; a path an output
+				// merely mentions (an import, a URL path) was not touched.
 				lines := risk.Lines(b.Text, risk.Error)
 				f := seedindex.ExtractAll(b.Text, lines)
-				for k, p := range f.Files {
-					if allFile[p] = true; k < seedindex.MaxFiles {
-						addFile(p)
-					}
-				}
 				for k, e := range f.Errors {
 					if allErr[e] = true; k < seedindex.MaxErrors && !seenErr[e] {
 						seenErr[e] = true
@@ -213,6 +223,18 @@ func Render(in Input) string {
 			}
 		}
 	}
+	byLast := make([]*cmdRun, 0, len(runs))
+	for _, r := range runs {
+		byLast = append(byLast, r)
+	}
+	sort.Slice(byLast, func(a, b int) bool { return byLast[a].last < byLast[b].last })
+	for _, r := range byLast {
+		item := r.tag + " `" + strings.ReplaceAll(r.cmd, "`", "'") + "`"
+		if r.n > 1 {
+			item += " (run " + strconv.Itoa(r.n) + " times; the newest run shown)"
+		}
+		cmds = append(cmds, item)
+	}
 	// Oldest items go first when a section is over its cap.
 	capped := func(title, one, many string, xs []string, n int, inline bool) *section {
 		kept := newest(xs, n)
@@ -225,7 +247,7 @@ func Render(in Input) string {
 	secs := []*section{
 		shared(capped("Exact identifiers (grep keys for recall_folded)", "identifier", "identifiers", idents, maxIdents, true), allIdent, seedindex.MaxIdentifiers),
 		capped("Recovery pointers", "recovery pointer", "recovery pointers", pointers, maxPointers, false),
-		shared(capped("Files touched", "file", "files", files, maxFiles, true), allFile, seedindex.MaxFiles),
+		capped("Files touched (named by the calls)", "file", "files", files, maxFiles, true),
 		capped("Commands run", "command", "commands", cmds, maxCommands, false),
 		capped("Carried summary from an earlier compaction (not verified: check it against the session before relying on it)", "", "", carried(carriedText), 1, false),
 		shared(capped(errorsTitle, "error line", "error lines", errs, maxErrors, false), allErr, seedindex.MaxErrors),

@@ -249,3 +249,43 @@ func TestCutNotesNameTheCap(t *testing.T) {
 		t.Fatalf("notes %q, %d shown; want %q", notes, shown, want)
 	}
 }
+
+// TestFilesAndCommandsAreWhatRan: "Files touched" lists what the calls named,
+// not paths an output merely mentions (an import, a URL path); a command
+// run again is listed once, at its newest run, with its count; the heading
+// numbers the compaction, not a fold event.
+func TestFilesAndCommandsAreWhatRan(t *testing.T) {
+	call := func(id, name, args string) []byte {
+		return msg(t, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": id, "name": name, "arguments": json.RawMessage(args)}}, "responseId": "r" + id, "timestamp": 2})
+	}
+	result := func(id, name, text string) []byte {
+		return msg(t, map[string]any{"role": "toolResult", "toolCallId": id, "toolName": name, "content": []any{map[string]any{"type": "text", "text": text}}, "isError": false, "timestamp": 3})
+	}
+	msgs := [][]byte{
+		msg(t, map[string]any{"role": "user", "content": "fix the server", "timestamp": 1}),
+		call("c1", "read", `{"path":"src/server.go"}`), result("c1", "read", "package main\nimport \"net/http\"\n// GET /api/v1/item1 returns the item\n"),
+	}
+	for i := 2; i <= 7; i++ {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs, call(id, "bash", `{"command":"cat build.log"}`), result(id, "bash", fmt.Sprintf("build %d\nsee internal/other/file.go", i)))
+	}
+	blocks := block.Linearize(msgs).Blocks()
+	codes := map[string]string{"r:c1": "aaa111", "r:c6": "bbb222", "r:c7": "ccc333"}
+	s := Render(Input{Blocks: blocks, Codes: codes, Seq: 1})
+	if !strings.HasPrefix(s, "# Compaction summary #1 ") {
+		t.Errorf("heading: %.60q", s)
+	}
+	_, files, _ := strings.Cut(s, "## Files touched (named by the calls)\n")
+	files, _, _ = strings.Cut(files, "\n")
+	if files != "`src/server.go` · `build.log`" {
+		t.Errorf("files touched: %q\n%s", files, s)
+	}
+	for _, not := range []string{"`net/http`", "/api/v1/item1`", "`internal/other/file.go`"} {
+		if strings.Contains(s, not) {
+			t.Errorf("a path the output only mentions is listed: %s\n%s", not, s)
+		}
+	}
+	if n := strings.Count(s, "`cat build.log`"); n != 1 || !strings.Contains(s, "- [turn 1 · {#ccc333 FOLDED}] `cat build.log` (run 6 times; the newest run shown)") {
+		t.Errorf("cat build.log listed %d times:\n%s", n, s)
+	}
+}

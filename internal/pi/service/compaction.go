@@ -131,7 +131,24 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	// The summary renders the whole compacted history of the active branch
 	// from the session file when there is one, else what leaves now.
 	history := leaving.Blocks()
-	if led, err := s.ledgerFor(ss, []byte(p.Entries)); err == nil && p.FirstKeptID != "" {
+	// The summary is numbered by the session's compactions, this one
+	// included; the number keeps two summaries' texts apart.
+	nth := max(ss.compactions, ss.summaries) + 1
+	if p.PreviousSummary != "" {
+		nth = max(nth, 2)
+	}
+	led, err := s.ledgerFor(ss, []byte(p.Entries))
+	if err == nil {
+		n := 1
+		for _, e := range led.Branch(p.Leaf) {
+			if e.Type == "compaction" {
+				n++
+			}
+		}
+		nth = max(nth, n)
+	}
+	ss.summaries = nth
+	if err == nil && p.FirstKeptID != "" {
 		var msgs [][]byte
 		found := false
 		for _, e := range led.Branch(p.Leaf) {
@@ -151,7 +168,7 @@ func (s *Service) compact(p CompactParams) (*CompactResult, error) {
 	for _, rec := range ss.eng.Registry().All() {
 		all[rec.ID] = rec.Code
 	}
-	res.Summary = compact.Render(compact.Input{Title: "Compaction summary", Seq: seq, Blocks: history, Codes: all, SessionFile: ss.file, Carried: p.PreviousSummary})
+	res.Summary = compact.Render(compact.Input{Title: "Compaction summary", Seq: nth, Blocks: history, Codes: all, SessionFile: ss.file, Carried: p.PreviousSummary})
 	return res, nil
 }
 

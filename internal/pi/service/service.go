@@ -73,6 +73,7 @@ type session struct {
 	parent         *parent // the session this one was handed off from
 	pendingCompact int     // seq of a compaction that has not completed yet
 	compactions    int
+	summaries      int            // the number of the newest compaction summary rendered
 	recalls        map[string]int // recall count per code (churn)
 	turns          int
 	recallCalls    int

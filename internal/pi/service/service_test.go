@@ -308,7 +308,7 @@ func TestCompactionRecordsEveryLeavingBlockPerBlock(t *testing.T) {
 	if len(ad.entries) != 1 || !strings.Contains(string(ad.entries[0]), `"trigger":"compact"`) || strings.Contains(string(ad.entries[0]), `"digest"`) {
 		t.Fatalf("compaction entry: %.300s", ad.entries)
 	}
-	for _, want := range []string{"ERROR: in call_109369", "ERROR: step 3 failed", "`src/app/main.go`", digest.Tag(digest.ScopedCode("s1", "r:c2"))} {
+	for _, want := range []string{"ERROR: in call_109369", "ERROR: step 3 failed", digest.Tag(digest.ScopedCode("s1", "r:c2"))} {
 		if !strings.Contains(res.Summary, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, res.Summary)
 		}
@@ -410,6 +410,10 @@ func TestCompactionCutInsideOpeningTurn(t *testing.T) {
 	call(t, c, "compact", CompactParams{Messages: []json.RawMessage{opening}}, &res2)
 	if res.Summary == res2.Summary {
 		t.Fatal("two compactions of one session rendered the same text")
+	}
+	// Numbered by compaction, not by fold event.
+	if !strings.HasPrefix(res.Summary, "# Compaction summary #1 ") || !strings.HasPrefix(res2.Summary, "# Compaction summary #2 ") {
+		t.Fatalf("headings: %.40q, %.40q", res.Summary, res2.Summary)
 	}
 }
 

@@ -408,8 +408,10 @@ type Contents struct {
 	Texts map[string]Text
 	// Calls are the tool calls noted (NoteCall), in order.
 	Calls []Call
-	// Index is the last index recorded (RecordIndex), "" for none.
-	Index string
+	// Index is the last index recorded (RecordIndex), "" for none;
+	// Indexes counts them: the client's compactions so far.
+	Index   string
+	Indexes int
 	// Bad counts lines that could not be read (a torn last line among them).
 	Bad int
 }
@@ -550,6 +552,7 @@ func read(f *os.File) (*Contents, int64, error) {
 			c.Calls = append(c.Calls, l.call())
 		case TIndex:
 			c.Index = l.Text
+			c.Indexes++
 		default:
 			c.Bad++
 		}

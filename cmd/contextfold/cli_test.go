@@ -320,7 +320,7 @@ func TestRecallOnASessionFile(t *testing.T) {
 		c := run(args, &out, &errb)
 		return c, out.String(), errb.String()
 	}
-	if c, out, _ := cli("recall", file, code, "-lines", "150-150"); c != 0 || !strings.Contains(out, "lines 150-150 of 150 (session file)") || !strings.Contains(out, "\n150: c0 line 150: the quick brown fox") {
+	if c, out, _ := cli("recall", file, code, "-lines", "150-150"); c != 0 || !strings.Contains(out, "sha256 verified · lines 150-150 of 150 ===\n") || !strings.Contains(out, "\n150: c0 line 150: the quick brown fox") {
 		t.Errorf("-lines 150-150: %d\n%s", c, out)
 	}
 	if c, out, _ := cli("recall", file, code, "-lines", "151-151"); c != 0 || !strings.Contains(out, "empty range 151-150 (session file has 150 lines)") {

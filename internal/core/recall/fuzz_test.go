@@ -287,7 +287,8 @@ func charsNote(t *testing.T, note string) (a, b, n int, next string) {
 	if !ok {
 		t.Fatalf("note %q", note)
 	}
-	pos, rest, _ := strings.Cut(rest, " (")
+	pos, _, _ := strings.Cut(rest, " — ")
+	pos, _, _ = strings.Cut(pos, " (")
 	if _, err := sscan(pos, &a, &b, &n); err != nil {
 		t.Fatalf("note %q: %v", note, err)
 	}

@@ -124,6 +124,24 @@ func (sp Spelling) arg(name, value string) string {
 	return name + "=" + value
 }
 
+// inOther names source in a slice note, " (full output)", only when it is
+// not the text the answer's label already names: the label says where the
+// block was read from, and saying it twice in one header says nothing.
+func inOther(source string) string {
+	if source == SourceFullOutput {
+		return " (" + source + ")"
+	}
+	return ""
+}
+
+// otherFirst is inOther's form at the head of a parenthesis: "full output, ".
+func otherFirst(source string) string {
+	if source == SourceFullOutput {
+		return source + ", "
+	}
+	return ""
+}
+
 // charsReads reports whether source is the text chars= reads, so that
 // positions in it are chars= positions: every source but a tool's full
 // output file, which only line reads search (see Options.Partial).
@@ -276,7 +294,7 @@ func lines(text, spec, source string, sp Spelling) (out, note string) {
 	shown := first + len(kept) - 1
 	if shown < last || long != "" {
 		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(shown) + " of " + strconv.Itoa(first) + "-" + strconv.Itoa(last) +
-			" requested (" + source + ", ~" + strconv.Itoa(WholeTokenCap) + " tok cap"
+			" requested (" + otherFirst(source) + "~" + strconv.Itoa(WholeTokenCap) + " tok cap"
 		var hints []string
 		if shown < last {
 			hints = append(hints, "narrow the range or grep")
@@ -287,7 +305,7 @@ func lines(text, spec, source string, sp Spelling) (out, note string) {
 		}
 		note += ") — " + strings.Join(hints, "; ")
 	} else {
-		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(len(lines)) + " (" + source + ")"
+		note = "lines " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(len(lines)) + inOther(source)
 	}
 	return strings.Join(kept, "\n"), note
 }
@@ -349,17 +367,24 @@ func chars(text, spec, source string, sp Spelling) (out, note string) {
 		to, end = to-4, end-2 // hi fell inside a pair: leave it out
 	}
 	first, last := lo+1, end
-	note = "chars " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(n) + " (" + source
+	var paren []string
+	if o := inOther(source); o != "" {
+		paren = append(paren, source)
+	}
 	if moved := first != int(a) || last != hi; moved || capped {
-		note += "; " + rawjson.FormatJSNumber(ra) + "-" + rawjson.FormatJSNumber(rb) + " requested"
+		req := rawjson.FormatJSNumber(ra) + "-" + rawjson.FormatJSNumber(rb) + " requested"
 		if capped {
-			note += ", " + strconv.Itoa(CharsPageCap) + "-char page cap"
+			req += ", " + strconv.Itoa(CharsPageCap) + "-char page cap"
 		}
 		if moved {
-			note += ", a surrogate pair is never split"
+			req += ", a surrogate pair is never split"
 		}
+		paren = append(paren, req)
 	}
-	note += ")"
+	note = "chars " + strconv.Itoa(first) + "-" + strconv.Itoa(last) + " of " + strconv.Itoa(n)
+	if len(paren) > 0 {
+		note += " (" + strings.Join(paren, "; ") + ")"
+	}
 	if last < n {
 		// What is left of the request, or, when it is done, the next page.
 		next := min(n, last+CharsPageCap)
@@ -453,9 +478,9 @@ func grep(text, term, source string, sp Spelling) (out, note string) {
 	case hits == 0:
 		return "", `no lines match "` + term + `" (searched ` + source + ", " + strconv.Itoa(n) + " " + plural(n, "line", "lines") + ")"
 	case len(kept) < hits:
-		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `" (` + source + ") — narrow your query or use " + sp.arg("lines", "<a-b>")
+		note = strconv.Itoa(len(kept)) + " of " + strconv.Itoa(hits) + ` matches for "` + term + `"` + inOther(source) + " — narrow your query or use " + sp.arg("lines", "<a-b>")
 	default:
-		note = strconv.Itoa(hits) + " " + plural(hits, "match", "matches") + ` for "` + term + `" (` + source + ")"
+		note = strconv.Itoa(hits) + " " + plural(hits, "match", "matches") + ` for "` + term + `"` + inOther(source)
 	}
 	return strings.Join(kept, "\n"), note
 }

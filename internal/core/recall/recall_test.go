@@ -110,34 +110,34 @@ func TestLines(t *testing.T) {
 	for _, tc := range []struct {
 		text, spec, source, want, note string
 	}{
-		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
-		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5 (session file)"},
-		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5 (session file)"}, // JavaScript's \s
-		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5 (session file)"},
-		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5 (session file)"},     // clamped up
+		{five, "2-4", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5"},
+		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5"},
+		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5"}, // JavaScript's \s
+		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5"},
+		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5"},     // clamped up
 		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
 		{five, "7-9", SourceLedger, "", "empty range 7-5 (session file has 5 lines)"},
 		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},
-		{five, "1-99999999999999999999999", SourceLedger, "1: l1\n2: l2\n3: l3\n4: l4\n5: l5", "lines 1-5 of 5 (session file)"},
+		{five, "1-99999999999999999999999", SourceLedger, "1: l1\n2: l2\n3: l3\n4: l4\n5: l5", "lines 1-5 of 5"},
 		// One line definition (digest.SplitLines): the empty text has no
 		// lines, and a final newline ends the last line, starting none.
 		{"", "1-1", SourceLedger, "", "empty range 1-0 (session file has 0 lines)"},
-		{"a\n", "1-5", SourceLedger, "1: a", "lines 1-1 of 1 (session file)"},
-		{"a\r\nb\r\n", "1-5", SourceLedger, "1: a\r\n2: b\r", "lines 1-2 of 2 (session file)"},
-		{"\n", "1-5", SourceLedger, "1: ", "lines 1-1 of 1 (session file)"},
-		{"a\n\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2 (session file)"},
+		{"a\n", "1-5", SourceLedger, "1: a", "lines 1-1 of 1"},
+		{"a\r\nb\r\n", "1-5", SourceLedger, "1: a\r\n2: b\r", "lines 1-2 of 2"},
+		{"\n", "1-5", SourceLedger, "1: ", "lines 1-1 of 1"},
+		{"a\n\n", "1-5", SourceLedger, "1: a\n2: ", "lines 1-2 of 2"},
 		{thousand, "1-1000", SourceFullOutput, numbered(1, 161, func(int) string { return rep("x", 40) }),
 			"lines 1-161 of 1-1000 requested (full output, ~2000 tok cap) — narrow the range or grep"},
 		{long, "2-2", SourceLive, "2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]",
-			"lines 2-2 of 2-2 requested (live block, ~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
+			"lines 2-2 of 2-2 requested (~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
 		{long, "1-3", SourceLedger, "1: a\n2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]\n3: c",
-			"lines 1-3 of 1-3 requested (session file, ~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
+			"lines 1-3 of 1-3 requested (~2000 tok cap, long line clipped) — line 2 is chars 3-40002; read it with chars=3-7202, then on"},
 		// chars= does not read a full output file: no positions in it.
 		{long, "2-3", SourceFullOutput, "2: " + rep("x", 7200) + "…[line clipped: 40000" + clipTag + "\n3: c",
 			"lines 2-3 of 2-3 requested (full output, ~2000 tok cap, long line clipped) — grep=<term> reaches inside the long line (chars=<a-b> reads the folded block, not the full output)"},
 		// Over the cap as well: both hints.
 		{long + "\n" + long, "2-5", SourceLedger, "2: " + rep("x", 7200) + "…[line clipped: 40000 chars, chars 3-40002 — read on with chars=7203-14402]\n3: c\n4: a",
-			"lines 2-4 of 2-5 requested (session file, ~2000 tok cap, long line clipped) — narrow the range or grep; line 2 is chars 3-40002; read it with chars=3-7202, then on"},
+			"lines 2-4 of 2-5 requested (~2000 tok cap, long line clipped) — narrow the range or grep; line 2 is chars 3-40002; read it with chars=3-7202, then on"},
 	} {
 		got, note := Lines(tc.text, tc.spec, tc.source)
 		if got != tc.want || note != tc.note {
@@ -167,25 +167,25 @@ func TestGrep(t *testing.T) {
 	for _, tc := range []struct {
 		text, term, source, want, note string
 	}{
-		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error" (session file)`},
-		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA" (session file)`},
+		{text, "error", SourceLedger, "2: Beta error\n4: ERROR: boom", `2 matches for "error"`},
+		{text, "GAMMA", SourceLedger, "3: gamma", `1 match for "GAMMA"`},
 		{text, "zzz", SourceLedger, "", `no lines match "zzz" (searched session file, 5 lines)`},
 		{"", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 0 lines)`},
 		{"a\n", "x", SourceFullOutput, "", `no lines match "x" (searched full output, 1 line)`},
-		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ" (session file)`},
-		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for "" (session file)`},
+		{"Ünïcode\nplain", "üNÏ", SourceLedger, "1: Ünïcode", `1 match for "üNÏ"`},
+		{text, "", SourceLedger, "1: alpha\n2: Beta error\n3: gamma\n4: ERROR: boom\n5: delta", `5 matches for ""`},
 		{many, "ERROR", SourceFullOutput, numbered(1, 26, func(int) string { return "error " + rep("x", 60) }),
 			`26 of 200 matches for "ERROR" (full output) — narrow your query or use lines=<a-b>`},
 		{"x\n" + needle, "needle", SourceLive, "2: […chars=843-1162, line chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
-			`1 match for "needle" (live block)`},
+			`1 match for "needle"`},
 		// Astral characters before the match count two units each…
 		{rep(emoji, 200) + "key" + rep("z", 300), "KEY", SourceLedger,
-			"1: […chars=241-560, line chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY" (session file)`},
+			"1: […chars=241-560, line chars 241-560 of 703…] " + rep(emoji, 80) + "key" + rep("z", 157) + "…", `1 match for "KEY"`},
 		// …and a window that would start inside one starts after it.
 		{"a" + rep(emoji, 200) + "xkey" + rep("z", 300), "key", SourceLedger,
-			"1: […chars=244-563, line chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key" (session file)`},
+			"1: […chars=244-563, line chars 244-563 of 705…] " + rep(emoji, 79) + "xkey" + rep("z", 158) + "…", `1 match for "key"`},
 		// A match at the head of a long line keeps the head.
-		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003 chars, chars 1-1003 — read on with chars=321-1003]", `1 match for "key" (session file)`},
+		{"key" + rep("z", 1000), "key", SourceLedger, "1: key" + rep("z", 317) + "…[line clipped: 1003 chars, chars 1-1003 — read on with chars=321-1003]", `1 match for "key"`},
 		// In a full output file, which chars= does not read, windows and
 		// marks give the position in the line only.
 		{"x\n" + needle, "needle", SourceFullOutput, "2: […line chars 841-1160 of 2006…] " + rep("a", 160) + "NEEDLE" + rep("b", 154) + "…",
@@ -210,12 +210,12 @@ func TestSlice(t *testing.T) {
 		partial    bool
 	}{
 		{Options{}, text, "", false},
-		{Options{Grep: "error"}, "2: two error", `1 match for "error" (session file)`, true},
-		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3 (session file)", true},
-		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3 (session file)", true}, // lines wins
-		{Options{Chars: "5-7"}, "two", "chars 5-7 of 19 (session file) — next: chars=8-19", false},
+		{Options{Grep: "error"}, "2: two error", `1 match for "error"`, true},
+		{Options{Lines: "3-3"}, "3: three", "lines 3-3 of 3", true},
+		{Options{Lines: "1-1", Grep: "error"}, "1: one", "lines 1-1 of 3", true}, // lines wins
+		{Options{Chars: "5-7"}, "two", "chars 5-7 of 19 — next: chars=8-19", false},
 		// chars wins, and reads the block: not a partial read of a full output
-		{Options{Chars: "1-3", Lines: "2-2", Grep: "error"}, "one", "chars 1-3 of 19 (session file) — next: chars=4-19", false},
+		{Options{Chars: "1-3", Lines: "2-2", Grep: "error"}, "one", "chars 1-3 of 19 — next: chars=4-19", false},
 	} {
 		got, note := Slice(text, tc.o, SourceLedger)
 		if got != tc.want || note != tc.note || tc.o.Partial() != tc.partial {
@@ -310,15 +310,15 @@ func TestLabelsAndRoutes(t *testing.T) {
 		{CompactedLabel("read"), "read · session file (compacted out of view)"},
 		{ParentLabel("bash"), "bash · parent session"},
 		// a verified session-file block
-		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2 (session file)"},
+		{Notes(Verified, slice), "sha256 verified · lines 1-2 of 2"},
 		// an unverified legacy record
-		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2 (session file)"},
+		{Notes(Legacy, slice), "unverified (legacy record without a fold-time sha256) · lines 1-2 of 2"},
 		// a live block served because the session file failed its check
 		{Notes(Fallback(WhyMismatch("abc123")), ""), "the session file's text for #abc123 failed the fold-time sha256 check — served from live history"},
 		{Notes(Fallback(WhyNotFound("abc123"))), "block for #abc123 was not found in the session file — served from live history"},
 		{Notes(Fallback(WhyNoLedger("abc123"))), "no readable session file for #abc123 — served from live history"},
 		// a truncated view: the full output is gone
-		{Notes(Verified, FullOutputGone, "1 match for \"x\" (session file)"), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\" (session file)"},
+		{Notes(Verified, FullOutputGone, "1 match for \"x\""), "sha256 verified · full output file unreadable — searched the truncated result · 1 match for \"x\""},
 		{Unavailable(WhyMismatch("abc123")), "recall unavailable — the session file's text for #abc123 failed the fold-time sha256 check"},
 		{Notes("", ""), ""},
 	} {
@@ -330,17 +330,17 @@ func TestLabelsAndRoutes(t *testing.T) {
 
 func TestRenderRecall(t *testing.T) {
 	matches := []Match{
-		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9 (session file)"), Text: "1: a\n2: b"},
+		{Code: "abc123", Label: LedgerLabel("bash"), Note: Notes(Verified, "lines 1-2 of 9"), Text: "1: a\n2: b"},
 		{Code: "def456", Label: LiveLabel("tool_result", "bash", 3, 0), Text: "hello"},
 	}
 	failures := []Failure{{Code: "ghi789", Message: Unavailable(WhyNotFound("ghi789"))}}
 	missing := []string{"{#zzzzzz FOLDED}"}
-	want := `✓ abc123 — bash · session file · sha256 verified · lines 1-2 of 9 (session file)
+	want := `✓ abc123 — bash · session file · sha256 verified · lines 1-2 of 9
 ✓ def456 — tool_result bash · turn 3
 ⚠ ghi789 — recall unavailable — block for #ghi789 was not found in the session file
 ✗ {#zzzzzz FOLDED} — no folded block with that code
 
-=== abc123 (bash · session file) — sha256 verified · lines 1-2 of 9 (session file) ===
+=== abc123 (bash · session file) — sha256 verified · lines 1-2 of 9 ===
 1: a
 2: b
 
@@ -440,7 +440,7 @@ func TestLineCountsAgreeWithTheDigest(t *testing.T) {
 		}
 		if n > 0 {
 			last := strconv.Itoa(n)
-			if out, note := Lines(text, last+"-"+last, SourceLedger); out != last+": "+lines[n-1] || note != "lines "+last+"-"+last+" of "+last+" (session file)" {
+			if out, note := Lines(text, last+"-"+last, SourceLedger); out != last+": "+lines[n-1] || note != "lines "+last+"-"+last+" of "+last+"" {
 				t.Errorf("%.40q: lines=%s-%s: %q %q", text, last, last, out, note)
 			}
 		}
@@ -465,28 +465,28 @@ func TestChars(t *testing.T) {
 	for _, tc := range []struct {
 		name, text, spec, want, note string
 	}{
-		{"ascii", alpha, "3-5", "cde", "chars 3-5 of 10 (session file) — next: chars=6-10"},
-		{"whole text", alpha, "1-10", alpha, "chars 1-10 of 10 (session file)"},
-		{"spaces as lines= takes them", alpha, " 9 - 12 ", "ij", "chars 9-10 of 10 (session file)"},
-		{"start raised to 1", alpha, "0-2", "ab", "chars 1-2 of 10 (session file) — next: chars=3-10"},
-		{"newlines are units, served as they are", "a\r\nb\n", "2-5", "\r\nb\n", "chars 2-5 of 5 (session file)"},
+		{"ascii", alpha, "3-5", "cde", "chars 3-5 of 10 — next: chars=6-10"},
+		{"whole text", alpha, "1-10", alpha, "chars 1-10 of 10"},
+		{"spaces as lines= takes them", alpha, " 9 - 12 ", "ij", "chars 9-10 of 10"},
+		{"start raised to 1", alpha, "0-2", "ab", "chars 1-2 of 10 — next: chars=3-10"},
+		{"newlines are units, served as they are", "a\r\nb\n", "2-5", "\r\nb\n", "chars 2-5 of 5"},
 		{"past the end", alpha, "11-20", "", "empty range 11-10 (session file has 10 chars)"},
 		{"empty text", "", "1-1", "", "empty range 1-0 (session file has 0 chars)"},
 		{"zero range", alpha, "0-0", "", "empty range 1-0 (session file has 10 chars)"},
-		{"astral whole", pairs, "3-4", emoji, "chars 3-4 of 8 (session file) — next: chars=5-8"},
-		{"start inside a pair moves back", pairs, "4-6", emoji + "cd", "chars 3-6 of 8 (session file; 4-6 requested, a surrogate pair is never split) — next: chars=7-8"},
-		{"end inside a pair leaves it out", pairs, "1-3", "ab", "chars 1-2 of 8 (session file; 1-3 requested, a surrogate pair is never split) — next: chars=3-8"},
-		{"half a pair alone takes the pair", pairs, "7-7", emoji, "chars 7-8 of 8 (session file; 7-7 requested, a surrogate pair is never split)"},
-		{"second half alone takes the pair", pairs, "8-8", emoji, "chars 7-8 of 8 (session file; 8-8 requested, a surrogate pair is never split)"},
-		{"lone surrogates are one unit each", "a" + lone + "b" + lone, "2-4", lone + "b" + lone, "chars 2-4 of 4 (session file)"},
-		{"a lone surrogate alone", "a" + lone + "b", "2-2", lone, "chars 2-2 of 3 (session file) — next: chars=3-3"},
-		{"a byte that is not UTF-8 is one unit", "a\xffb", "2-2", "\xff", "chars 2-2 of 3 (session file) — next: chars=3-3"},
-		{"capped", long, "1-20000", rep("x", 7200), "chars 1-7200 of 20000 (session file; 1-20000 requested, 7200-char page cap) — next: chars=7201-14400"},
-		{"capped near the end", long, "14401-99999", rep("x", 5600), "chars 14401-20000 of 20000 (session file)"},
-		{"capped, what is left of the request", long, "101-7400", rep("x", 7200), "chars 101-7300 of 20000 (session file; 101-7400 requested, 7200-char page cap) — next: chars=7301-7400"},
-		{"capped at a pair", "x" + rep(emoji, 4000), "1-8001", "x" + rep(emoji, 3599), "chars 1-7199 of 8001 (session file; 1-8001 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7200-8001"},
-		{"capped after the start moved back", rep(emoji, 4000), "2-8000", rep(emoji, 3600), "chars 1-7200 of 8000 (session file; 2-8000 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7201-8000"},
-		{"absurd bounds", alpha, "1-99999999999999999999999", alpha, "chars 1-10 of 10 (session file)"},
+		{"astral whole", pairs, "3-4", emoji, "chars 3-4 of 8 — next: chars=5-8"},
+		{"start inside a pair moves back", pairs, "4-6", emoji + "cd", "chars 3-6 of 8 (4-6 requested, a surrogate pair is never split) — next: chars=7-8"},
+		{"end inside a pair leaves it out", pairs, "1-3", "ab", "chars 1-2 of 8 (1-3 requested, a surrogate pair is never split) — next: chars=3-8"},
+		{"half a pair alone takes the pair", pairs, "7-7", emoji, "chars 7-8 of 8 (7-7 requested, a surrogate pair is never split)"},
+		{"second half alone takes the pair", pairs, "8-8", emoji, "chars 7-8 of 8 (8-8 requested, a surrogate pair is never split)"},
+		{"lone surrogates are one unit each", "a" + lone + "b" + lone, "2-4", lone + "b" + lone, "chars 2-4 of 4"},
+		{"a lone surrogate alone", "a" + lone + "b", "2-2", lone, "chars 2-2 of 3 — next: chars=3-3"},
+		{"a byte that is not UTF-8 is one unit", "a\xffb", "2-2", "\xff", "chars 2-2 of 3 — next: chars=3-3"},
+		{"capped", long, "1-20000", rep("x", 7200), "chars 1-7200 of 20000 (1-20000 requested, 7200-char page cap) — next: chars=7201-14400"},
+		{"capped near the end", long, "14401-99999", rep("x", 5600), "chars 14401-20000 of 20000"},
+		{"capped, what is left of the request", long, "101-7400", rep("x", 7200), "chars 101-7300 of 20000 (101-7400 requested, 7200-char page cap) — next: chars=7301-7400"},
+		{"capped at a pair", "x" + rep(emoji, 4000), "1-8001", "x" + rep(emoji, 3599), "chars 1-7199 of 8001 (1-8001 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7200-8001"},
+		{"capped after the start moved back", rep(emoji, 4000), "2-8000", rep(emoji, 3600), "chars 1-7200 of 8000 (2-8000 requested, 7200-char page cap, a surrogate pair is never split) — next: chars=7201-8000"},
+		{"absurd bounds", alpha, "1-99999999999999999999999", alpha, "chars 1-10 of 10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, note := Chars(tc.text, tc.spec, SourceLedger)

@@ -312,6 +312,12 @@ func key(provider, model string) string { return provider + "\x00" + model }
 
 // kTok formats a token count like "41k" or "850".
 func kTok(n int) string {
+	switch {
+	case n >= 9_995_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 999_500: // "1000k" would round up to here
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	}
 	if n >= 10_000 {
 		return fmt.Sprintf("%.0fk", float64(n)/1000)
 	}

@@ -171,3 +171,17 @@ func TestCacheCold(t *testing.T) {
 		t.Fatal("the first response on the new model warms it")
 	}
 }
+
+func TestK(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{0, "0"}, {999, "999"}, {1000, "1.0k"}, {9_949, "9.9k"}, {12_345, "12k"}, {999_499, "999k"},
+		{999_500, "1.00M"}, {1_550_000, "1.55M"}, {9_994_999, "9.99M"}, {12_300_000, "12.3M"},
+	} {
+		if got := K(c.n); got != c.want {
+			t.Errorf("K(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -482,3 +482,24 @@ func TestPrivateDir(t *testing.T) {
 		t.Fatalf("a readable directory of another user: %v", err)
 	}
 }
+
+// TestInspectionCounts: one of a thing is said in the singular.
+func TestInspectionCounts(t *testing.T) {
+	for _, c := range []struct {
+		in   Inspection
+		want []string
+	}{
+		{Inspection{Events: []InspectEvent{{Seq: 1, Trigger: "economic", Blocks: 1}}, Codes: []InspectCode{{Code: "abc123"}}, Calls: 1},
+			[]string{"1 fold event, 1 code, 1 call of recall_folded", "layer 1 (economic): 1 block\n"}},
+		{Inspection{Events: []InspectEvent{{Seq: 1, Blocks: 2}, {Seq: 2, Blocks: 3}}},
+			[]string{"2 fold events, 0 codes, 0 calls of recall_folded", "): 2 blocks\n"}},
+	} {
+		var b strings.Builder
+		WriteInspection(&b, &c.in)
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("no %q in\n%s", w, b.String())
+			}
+		}
+	}
+}

@@ -114,7 +114,7 @@ func TestLines(t *testing.T) {
 		{five, " 2 - 4 ", SourceLedger, "2: l2\n3: l3\n4: l4", "lines 2-4 of 5"},
 		{five, "\u00a02-2\u3000\n", SourceLedger, "2: l2", "lines 2-2 of 5"}, // JavaScript's \s
 		{five, "02-003", SourceLedger, "2: l2\n3: l3", "lines 2-3 of 5"},
-		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5"},     // clamped up
+		{five, "0-2", SourceLedger, "1: l1\n2: l2", "lines 1-2 of 5"},                    // clamped up
 		{five, "4-99", SourceFullOutput, "4: l4\n5: l5", "lines 4-5 of 5 (full output)"}, // clamped down
 		{five, "7-9", SourceLedger, "", "empty range 7-5 (session file has 5 lines)"},
 		{five, "0-0", SourceLedger, "", "empty range 1-0 (session file has 5 lines)"},

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,10 +52,54 @@ func TestDemoGolden(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(data, []byte("<svg")) || !bytes.Contains(data, []byte("context-fold")) {
 		t.Fatalf("chart not written: %v", err)
 	}
-	for _, want := range []string{"fold event", "recoverable byte-exact", "verified: true", "cost, anthropic prices"} {
+	for _, want := range []string{"fold event", "recoverable byte-exact", "equals the registry's: true", "cost, anthropic prices", "cost in USD at Sonnet prices",
+		"A typical fold — the one holding the median folded byte", "The example — "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+	golden(t, "demo.svg.golden", data)
+	chart := string(data)
+
+	// The chart marks each fold event the table shows and the summary counts.
+	events := regexp.MustCompile(`(\d+) fold events folded`).FindStringSubmatch(got)
+	rows := strings.Count(got, "◀ fold event")
+	marks := strings.Count(chart, `<path class="fold-event"`)
+	if events == nil || events[1] != strconv.Itoa(rows) || marks != rows {
+		t.Errorf("fold events: summary %v, %d table rows, %d chart markers", events, rows, marks)
+	}
+	// It draws the budget the output states, and a cost panel per series.
+	budget := regexp.MustCompile(`and the ([0-9.]+k) budget marked`).FindStringSubmatch(got)
+	if budget == nil || !strings.Contains(chart, `<line class="level budget"`) || !strings.Contains(chart, ">context-fold budget "+budget[1]+"</text>") {
+		t.Errorf("no budget line, or not the budget the output states (%v)", budget)
+	}
+	if strings.Count(chart, `<polyline class="cost"`) != 2 || !strings.Contains(chart, "USD per million tokens") {
+		t.Error("no cost panel with its price table")
+	}
+
+	// Each fold shown states its byte ratio: original bytes / digest bytes.
+	ratios := regexp.MustCompile(`(\d+) bytes → \d+ lines?, (\d+) bytes; byte ratio ([0-9.]+)×`).FindAllStringSubmatch(got, -1)
+	if len(ratios) != 2 {
+		t.Errorf("%d folds with a byte ratio, want the typical one and the example", len(ratios))
+	}
+	for _, m := range ratios {
+		a, _ := strconv.Atoi(m[1])
+		b, _ := strconv.Atoi(m[2])
+		if fmt.Sprintf("%.2f", float64(a)/float64(b)) != m[3] {
+			t.Errorf("byte ratio %s× for %d → %d bytes", m[3], a, b)
+		}
+	}
+
+	// The recall is shown whole or says it is cut, and by how much of the
+	// bytes read back.
+	_, recalled, ok := strings.Cut(got, "read back from a Pi session file: ")
+	if !ok {
+		t.Fatal("no recall")
+	}
+	n, _, _ := strings.Cut(recalled, " bytes")
+	note := regexp.MustCompile(`\n  \((?:shown whole: \d+ lines?, (\d+) bytes|cut: .+ not shown, \d+ of (\d+) bytes)\)\n`).FindStringSubmatch(recalled)
+	if note == nil || note[1]+note[2] != n {
+		t.Errorf("the recall of %s bytes is neither shown whole nor said to be cut: %v", n, note)
 	}
 }
 

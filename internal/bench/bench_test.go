@@ -13,6 +13,7 @@ import (
 	"github.com/contextfold/contextfold/internal/bench/trajectory"
 	"github.com/contextfold/contextfold/internal/core/block"
 	"github.com/contextfold/contextfold/internal/core/digest"
+	"github.com/contextfold/contextfold/internal/core/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -37,6 +38,16 @@ func TestPrefixCacheModel(t *testing.T) {
 	}
 	if got := u.Cost(OpenAI); !near(got, 3.7+27+30+100+50) {
 		t.Fatalf("openai cost %v", got)
+	}
+	// The running cost after request k is the cost of the first k+1.
+	run := Running(reqs, 20, 0, Anthropic)
+	if len(run) != len(reqs) {
+		t.Fatalf("running: %d costs for %d requests", len(run), len(reqs))
+	}
+	for k := range reqs {
+		if u := Price(reqs[:k+1], 20, 0); !near(run[k], u.Cost(Anthropic)) {
+			t.Fatalf("running cost after request %d: %v, want %v", k, run[k], u.Cost(Anthropic))
+		}
 	}
 	// A TTL shorter than the gap makes the third request read nothing.
 	reqs[2].Time, reqs[1].Time = 10_000_000, 1_000
@@ -153,9 +164,40 @@ func TestPiCompactionFiresAtWindowMinusReserve(t *testing.T) {
 func TestContextFoldKeepsErrorsAndRecoverability(t *testing.T) {
 	tr := synthetic(40, 60)
 	p := DefaultPolicies()[5].(ContextFold)
-	r := ContextFold{Knobs: p.Knobs, Policy: p.Policy}.Replay(tr, 20_000, nil)
+	frozen := -1
+	inspect := func(e *engine.Engine) {
+		frozen = 0
+		for _, rec := range e.Registry().All() {
+			if e.Frozen(rec.ID) {
+				frozen++
+			}
+		}
+	}
+	r := ContextFold{Knobs: p.Knobs, Policy: p.Policy, Inspect: inspect}.Replay(tr, 20_000, nil)
 	if r.Events == 0 || r.Folded == 0 || r.Recoverable != r.Folded {
 		t.Fatalf("events %d folded %d recoverable %d", r.Events, r.Folded, r.Recoverable)
+	}
+	if frozen != r.Folded {
+		t.Fatalf("Inspect saw %d frozen blocks, the replay counted %d", frozen, r.Folded)
+	}
+	// Each event is named by its request, which no longer extends the one
+	// before it (the fold changed an earlier message).
+	if len(r.EventAt) != r.Events {
+		t.Fatalf("EventAt %v for %d events", r.EventAt, r.Events)
+	}
+	for _, k := range r.EventAt {
+		prev, cur := r.Requests[k-1].Segs, r.Requests[k].Segs
+		extends := len(cur) >= len(prev)
+		for i := 0; extends && i < len(prev); i++ {
+			extends = prev[i] == cur[i]
+		}
+		if extends {
+			t.Errorf("request %d carries an event but extends its predecessor", k)
+		}
+	}
+	// No reserve: the budget is the knobs' fraction of the window.
+	if want := int(p.Knobs.BudgetFraction * 20_000); r.Budget != want {
+		t.Fatalf("budget %d, want %d", r.Budget, want)
 	}
 	if r.ErrVisible != r.ErrTotal {
 		t.Fatalf("folded digests keep %d of %d error lines", r.ErrVisible, r.ErrTotal)

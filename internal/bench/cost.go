@@ -140,6 +140,19 @@ func (u *Usage) count(r *Request, total, window int) {
 // times; ttlMs 0 disables expiry). A cache break is a request that does not
 // extend its predecessor. window counts requests over the window.
 func Price(reqs []Request, window int, ttlMs int64) Usage {
+	return price(reqs, window, ttlMs, nil)
+}
+
+// Running returns the cost under p, by Price's model, of reqs[:k+1] for
+// each k: the running total a chart of cost over a session draws.
+func Running(reqs []Request, window int, ttlMs int64, p Prices) []float64 {
+	out := make([]float64, 0, len(reqs))
+	price(reqs, window, ttlMs, func(u *Usage) { out = append(out, u.Cost(p)) })
+	return out
+}
+
+// price is Price, calling after (when set) once each request is counted.
+func price(reqs []Request, window int, ttlMs int64, after func(*Usage)) Usage {
 	var u Usage
 	var prev []Seg
 	var prevTime int64
@@ -167,6 +180,9 @@ func Price(reqs []Request, window int, ttlMs int64) Usage {
 		u.CacheRead += lcp
 		u.CacheWrite += total - lcp
 		prev, prevTime = r.Segs, r.Time
+		if after != nil {
+			after(&u)
+		}
 	}
 	return u
 }

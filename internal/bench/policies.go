@@ -33,6 +33,12 @@ type Replay struct {
 	// Events counts fold events or clearings; Compactions counts Pi's
 	// compactions.
 	Events, Compactions int
+	// EventAt are the indexes in Requests of the requests that carried a
+	// fold event (context-fold only), one entry per event.
+	EventAt []int
+	// Budget is the request budget context-fold's policy kept to, as the
+	// engine reported it (context-fold only; 0 without a policy).
+	Budget int
 	// Bounded counts tool results context-fold delivered as a bounded view
 	// on first delivery, too large to send whole.
 	Bounded int
@@ -413,6 +419,9 @@ type ContextFold struct {
 	// region with a cache breakpoint (and a schedule told so): what Pi's
 	// Anthropic requests were before the adapter placed that mark.
 	Unanchored bool
+	// Inspect, when set, is called with the engine once the replay ends:
+	// the demo reads the digests of what folded from its registry.
+	Inspect func(*engine.Engine)
 }
 
 // Name implements Policy.
@@ -489,6 +498,10 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 			r.StepTimes = append(r.StepTimes, time.Since(start))
 			if res.Event != nil {
 				r.Events++
+				r.EventAt = append(r.EventAt, k)
+			}
+			if res.Status.Budget > 0 {
+				r.Budget = res.Status.Budget
 			}
 			r.Bounded += len(res.Bounded)
 			held = n
@@ -563,6 +576,9 @@ func (p ContextFold) Replay(t *Trace, window int, obs Observer) Replay {
 		r.FoldErrWhole += whole
 	}
 	c.hidden(t, &r)
+	if p.Inspect != nil {
+		p.Inspect(e)
+	}
 	return r
 }
 

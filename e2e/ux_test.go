@@ -189,3 +189,25 @@ func TestResumePreloadsInRealPi(t *testing.T) {
 		t.Errorf("the resumed request does not start with the last request's bytes: %v", err)
 	}
 }
+
+// TestDisabledCommandAnsweredLocally: with CONTEXTFOLD=0, typing
+// /context-fold (or /fold-handoff) is answered by the extension itself, so
+// it never reaches the model as a prompt: the fake model sees no request.
+func TestDisabledCommandAnsweredLocally(t *testing.T) {
+	cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 2, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction})
+	cfg.Env["CONTEXTFOLD"] = "0"
+	env := NewEnv(t, cfg)
+	rpc := env.StartRPC(RPCOptions{})
+	rpc.Prompt("/context-fold")
+	rpc.Prompt("/fold-handoff finish the parser")
+	rpc.Close()
+	if n := env.Server.Len(); n != 0 {
+		t.Fatalf("the fake model saw %d request(s) for commands typed with CONTEXTFOLD=0", n)
+	}
+	for _, name := range []string{"context-fold", "fold-handoff"} {
+		want := "context-fold is disabled by CONTEXTFOLD=0; /" + name + " does nothing and nothing was sent to the model."
+		if n := notified(rpc, want); n != 1 {
+			t.Errorf("%d notices containing %q, want 1: %+v", n, want, rpc.Notifications())
+		}
+	}
+}

@@ -18,6 +18,11 @@ function text(t: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text: t }], details };
 }
 
+/** The answer to /<name> while CONTEXTFOLD disables the extension: said here, nothing sent to the model. */
+export function disabledAnswer(name: string, value: string): string {
+	return `context-fold is disabled by CONTEXTFOLD=${value}; /${name} does nothing and nothing was sent to the model. Unset CONTEXTFOLD (or set it to 1) and restart pi to fold.`;
+}
+
 /** The CONTEXTFOLD=0 notice was given (once per process, across sessions). */
 let disabledSaid = false;
 
@@ -32,6 +37,19 @@ export default function contextFold(pi: ExtensionAPI): void {
 			if (ctx.hasUI) ctx.ui.notify(t, "info");
 			else process.stderr.write(`${PREFIX} ${t}\n`);
 		});
+		// Unregistered, a typed command would go to the model as a paid
+		// prompt. Registered, it is answered here; requests are unchanged
+		// (commands are not part of them).
+		for (const name of ["context-fold", "fold-handoff"]) {
+			pi.registerCommand(name, {
+				description: `context-fold is disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD}`,
+				handler: async (_args, ctx) => {
+					const t = disabledAnswer(name, process.env.CONTEXTFOLD ?? "");
+					if (ctx.hasUI) ctx.ui.notify(t, "info");
+					else process.stdout.write(t + "\n");
+				},
+			});
+		}
 		return;
 	}
 	const host = {

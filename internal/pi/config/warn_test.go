@@ -158,10 +158,11 @@ func TestMenuText(t *testing.T) {
 		rows[v.Key] = v
 	}
 	for key, want := range map[string]string{
-		"tail":     "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)",
-		"policy":   "Fold policy: ladder (CONTEXTFOLD_POLICY)",
-		"foldAt":   "First fold at: 0.3 (saved)",
-		"foldStep": "Fold step: 0.12",
+		"tail":       "Protected tail (tail): 8000 (CONTEXTFOLD_TAIL overrides saved 12000)",
+		"policy":     "Fold policy (policy): ladder (CONTEXTFOLD_POLICY)",
+		"foldAt":     "First fold at (foldAt): 0.3 (saved)",
+		"foldStep":   "Fold step (foldStep): 0.12",
+		"coldFoldAt": "Cold first fold at (coldFoldAt): 0.25",
 	} {
 		if rows[key].Row != want {
 			t.Errorf("%s row %q, want %q", key, rows[key].Row, want)
@@ -188,6 +189,21 @@ func TestMenuText(t *testing.T) {
 		got, override := r.Saved(c.key, c.value, "")
 		if got != c.want || override != c.override {
 			t.Errorf("Saved(%s, %s) = %q, %v; want %q, %v", c.key, c.value, got, override, c.want, c.override)
+		}
+	}
+	// Under the default (economic) policy a ladder-only setting is marked
+	// as ignored, and saving it says so instead of "applies to future folds".
+	econ := Resolve(nil, nil)
+	v, _ := econ.Value("coldFoldAt")
+	if want := "Cold first fold at (coldFoldAt): 0.25 — ignored: ladder policy only, the economic policy is active"; !v.Ignored || v.Row != want {
+		t.Errorf("coldFoldAt row under economic %q (ignored %v), want %q", v.Row, v.Ignored, want)
+	}
+	if got, warn := econ.Saved("coldFoldAt", "0.2", ""); got != "Cold first fold at saved: 0.2 — but the economic policy is active, which ignores it; it applies to future folds under the ladder policy" || !warn {
+		t.Errorf("Saved(coldFoldAt) under economic = %q, %v", got, warn)
+	}
+	for _, v := range econ.Values {
+		if v.Key != "coldFoldAt" && v.Ignored {
+			t.Errorf("%s is marked ignored under the economic policy", v.Key)
 		}
 	}
 }

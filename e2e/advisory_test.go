@@ -124,7 +124,7 @@ func TestMenuOverRPC(t *testing.T) {
 			return UIValue("Settings")
 		case r.Method == "select" && strings.HasPrefix(r.Title, "context-fold settings") && step == 2:
 			for _, o := range r.Options {
-				if strings.HasPrefix(o, "First fold at:") {
+				if strings.HasPrefix(o, "First fold at (foldAt):") {
 					return UIValue(o)
 				}
 			}

@@ -207,3 +207,32 @@ func TestMenuText(t *testing.T) {
 		}
 	}
 }
+
+// TestLines: the effective settings list every setting by its file key
+// with its value and source: default, file, or the environment (naming
+// the variable and the saved value it overrides), and marks what the
+// active policy ignores.
+func TestLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	os.WriteFile(path, []byte(`{"tail":12000,"foldAt":0.3}`), 0o644)
+	r := Load(map[string]string{"CONTEXTFOLD_TAIL": "8000"}, path)
+	text := strings.Join(r.Lines(path), "\n")
+	for _, want := range []string{
+		"file: " + path + " · precedence",
+		"tail = 8000",
+		"environment CONTEXTFOLD_TAIL (the file's 12000 is overridden) · Protected tail",
+		"foldAt = 0.3",
+		"  file · First fold at",
+		"policy = economic",
+		"  default · Fold policy",
+		"default; ignored: ladder policy only · Cold first fold at",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	if n := strings.Count(text, "\n  "); n != len(Knobs) {
+		t.Errorf("%d setting lines, want %d:\n%s", n, len(Knobs), text)
+	}
+}

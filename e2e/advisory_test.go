@@ -155,7 +155,7 @@ func TestMenuOverRPC(t *testing.T) {
 			status = n.Message
 		}
 	}
-	for _, want := range []string{"cache: read", "(hit ", "tune with /context-fold config"} {
+	for _, want := range []string{"cache: the newest response read ", "(Pi's CH); over the session ", "footer: ", "tune with /context-fold config"} {
 		if !strings.Contains(status, want) {
 			t.Fatalf("status lacks %q:\n%s", want, status)
 		}

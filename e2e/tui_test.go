@@ -94,6 +94,7 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 	u.text("/context-fold")
 	u.keys("Enter")
 	u.wait("→ Status", false, 10*time.Second)
+	u.wait("Folded blocks", false, 5*time.Second)
 	u.wait("Discard retained images", false, 5*time.Second)
 	u.keys("Down")
 	u.keys("Enter")
@@ -127,7 +128,7 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 			footer = strings.TrimRight(line, " ")
 		}
 	}
-	if footer == "" || utf8.RuneCountInString(footer) > 60 || !strings.Contains(footer, "masked") {
+	if footer == "" || utf8.RuneCountInString(footer) > 60 || !strings.Contains(footer, "masked") || strings.Contains(footer, "next 0/") {
 		t.Fatalf("footer %q (%d columns)", footer, utf8.RuneCountInString(footer))
 	}
 	t.Logf("footer at 60 columns: %q", footer)

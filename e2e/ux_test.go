@@ -64,6 +64,11 @@ func TestStatusAfterResume(t *testing.T) {
 	if want := fmt.Sprintf("×%d · ~", events); !strings.Contains(footer, want) {
 		t.Fatalf("footer after resume %q, want %q", footer, want)
 	}
+	// The cache figures and the fold events are rebuilt from the session
+	// file, as Pi's own footer totals are.
+	if strings.Contains(status, "no usage reported yet") || !strings.Contains(status, "\ncache: the newest response read ") || !strings.Contains(status, fmt.Sprintf("\nrecent fold events (%d of %d):", min(events, 5), events)) {
+		t.Fatalf("status after resume lost the session's usage or events:\n%s", status)
+	}
 }
 
 // TestTUINoticesStayOffTheScreen: in Pi's interactive screen, every cause

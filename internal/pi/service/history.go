@@ -272,4 +272,4 @@ func foldedLines(bs []FoldedBlock) []string {
 }
 
 // footerLegend explains the footer's fields.
-const footerLegend = "footer: ×N fold events · ~N masked: tokens the folds keep out of every request · fold at N%: usage the first fold waits for · next A/B: foldable tokens against the batch the next fold waits for · ≈$N saved: the estimate above, net"
+const footerLegend = "footer: ×N fold events · ~N masked: tokens the folds keep out of every request · fold at N%: usage the first fold waits for · next A/B: foldable tokens against the batch the next fold waits for · ≈$N saved: the cost line's estimate, net, while folding is ahead"

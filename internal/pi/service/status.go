@@ -386,8 +386,9 @@ func (s *Service) footer(ss *session) string {
 		}
 	}
 	// Pi's footer shows the newest response's cache share (CH); this shows
-	// what folding saved instead, once it is priced.
-	if tm := ss.tm; tm.PricedResponses > 0 {
+	// what folding saved instead, once it is priced and ahead (the status
+	// says when it is behind).
+	if tm := ss.tm; tm.PricedResponses > 0 && tm.SavedMoney > tm.ExtraWrites {
 		parts = append(parts, "≈"+money(tm.SavedMoney-tm.ExtraWrites)+" saved")
 	}
 	if ss.tm.WireDeferred > 0 {

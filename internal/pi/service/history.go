@@ -130,17 +130,17 @@ func moneyLine(tm *telemetry.Telemetry) string {
 		if tm.Spent == 0 {
 			return ""
 		}
-		return fmt.Sprintf("cost: %s so far (Pi's figure: the sum of its usage cost)", money(tm.Spent))
+		return fmt.Sprintf("cost: the responses so far cost %s at Pi's prices", money(tm.Spent))
 	}
 	if tm.PricedResponses == 0 {
-		return fmt.Sprintf("cost: %s so far (Pi's figure); what folds saved is not priced: the responses carry no prices (Pi lists none for this model)", money(tm.Spent))
+		return fmt.Sprintf("cost: the responses so far cost %s at Pi's prices; what folds saved is not priced: the responses carry no prices (Pi lists none for this model)", money(tm.Spent))
 	}
 	net := tm.SavedMoney - tm.ExtraWrites
 	verdict := "saved ≈" + money(net)
 	if net < 0 {
 		verdict = "cost ≈" + money(-net) + " more"
 	}
-	return fmt.Sprintf("cost: %s so far (Pi's figure) · folding %s (estimate: %s for the %s tok not sent, each at the price its request paid for prompt-prefix tokens, less %s of cache writes the fold events caused above reading back)",
+	return fmt.Sprintf("cost: the responses so far cost %s at Pi's prices · folding %s (estimate: %s for the %s tok not sent, each at the price its request paid for prompt-prefix tokens, less %s of cache writes the fold events caused above reading back)",
 		money(tm.Spent), verdict, money(tm.SavedMoney), telemetry.K(int(tm.SavedTotal)), money(tm.ExtraWrites))
 }
 

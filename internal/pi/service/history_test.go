@@ -117,7 +117,7 @@ func TestResumeKeepsCacheAndSavings(t *testing.T) {
 	if d := math.Abs(st.SavedMoney-live.SavedMoney) / live.SavedMoney; d > 0.05 || st.ExtraWrites != live.ExtraWrites {
 		t.Fatalf("resumed saved $%.4f (extra writes $%.4f), live $%.4f ($%.4f)", st.SavedMoney, st.ExtraWrites, live.SavedMoney, live.ExtraWrites)
 	}
-	if cost := lineWith(st.Lines, "cost: "); !strings.Contains(cost, money(live.Spent)+" so far") || !strings.Contains(cost, "folding saved ≈$") || !strings.Contains(cost, "estimate") {
+	if cost := lineWith(st.Lines, "cost: "); !strings.Contains(cost, "so far cost "+money(live.Spent)+" at Pi's prices") || !strings.Contains(cost, "folding saved ≈$") || !strings.Contains(cost, "estimate") {
 		t.Fatalf("cost line after resume: %q", cost)
 	}
 	if len(st.Events) != len(live.Events) {

@@ -27,9 +27,10 @@ func foldEvents(s SessionFile) int {
 	return n
 }
 
-// TestStatusAfterResume: `pi -c` into a session context-fold folded shows
-// the replayed folds in /context-fold status and in the footer before any
-// new request.
+// TestStatusAfterResume: each fold event is said once; `pi -c` into a
+// session context-fold folded shows the replayed folds, the cache figures
+// and the recent events in /context-fold status and the folds in the footer
+// before any new request.
 func TestStatusAfterResume(t *testing.T) {
 	env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 40, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction}))
 	rpc := env.StartRPC(RPCOptions{})
@@ -41,6 +42,10 @@ func TestStatusAfterResume(t *testing.T) {
 	events := foldEvents(res.Sessions[0])
 	if events == 0 {
 		t.Fatal("the first run folded nothing")
+	}
+	// Each fold event was said once, on the screen.
+	if n := notified(rpc, "context-fold: folded "); n != events {
+		t.Fatalf("%d fold notices for %d fold events: %+v", n, events, rpc.Notifications())
 	}
 	n := env.Server.Len()
 	rpc = env.StartRPC(RPCOptions{Args: []string{"-c"}})

@@ -124,7 +124,7 @@ func TestMenuOverRPC(t *testing.T) {
 			return UIValue("Settings")
 		case r.Method == "select" && strings.HasPrefix(r.Title, "context-fold settings") && step == 2:
 			for _, o := range r.Options {
-				if strings.HasPrefix(o, "First fold at:") {
+				if strings.HasPrefix(o, "First fold at (foldAt):") {
 					return UIValue(o)
 				}
 			}
@@ -155,7 +155,7 @@ func TestMenuOverRPC(t *testing.T) {
 			status = n.Message
 		}
 	}
-	for _, want := range []string{"cache: read", "(hit ", "tune with /context-fold config"} {
+	for _, want := range []string{"cache: the newest response read ", "(Pi's CH); over the session ", "footer: ", "tune with /context-fold config"} {
 		if !strings.Contains(status, want) {
 			t.Fatalf("status lacks %q:\n%s", want, status)
 		}

@@ -31,7 +31,7 @@ func TestMenuEnvOverrideOverRPC(t *testing.T) {
 		case r.Method == "select" && strings.HasPrefix(r.Title, "context-fold settings") && step == 2:
 			rows = r.Options
 			for _, o := range r.Options {
-				if strings.HasPrefix(o, "Protected tail:") {
+				if strings.HasPrefix(o, "Protected tail (tail):") {
 					return UIValue(o)
 				}
 			}
@@ -47,7 +47,7 @@ func TestMenuEnvOverrideOverRPC(t *testing.T) {
 	rpc.Prompt("Run gen.sh for every step.")
 	rpc.Prompt("/context-fold")
 	rpc.Close()
-	if !slices.Contains(rows, "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)") {
+	if !slices.Contains(rows, "Protected tail (tail): 8000 (CONTEXTFOLD_TAIL overrides saved 12000)") {
 		t.Fatalf("settings rows: %q", rows)
 	}
 	data, _ := os.ReadFile(cfgFile)

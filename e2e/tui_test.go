@@ -94,18 +94,19 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 	u.text("/context-fold")
 	u.keys("Enter")
 	u.wait("→ Status", false, 10*time.Second)
+	u.wait("Folded blocks", false, 5*time.Second)
 	u.wait("Discard retained images", false, 5*time.Second)
 	u.keys("Down")
 	u.keys("Enter")
 	u.wait("pick one to change", false, 10*time.Second)
-	u.wait("Fold policy: economic", false, 5*time.Second)
-	u.wait("First fold at: 0.45", false, 5*time.Second)
+	u.wait("Fold policy (policy): economic", false, 5*time.Second)
+	u.wait("First fold at (foldAt): 0.45", false, 5*time.Second)
 	u.keys("Down")
 	u.keys("Enter") // the second row: First fold at
 	u.wait("clears the saved value", false, 10*time.Second)
 	u.text("0.3")
 	u.keys("Enter")
-	u.wait("First fold at: 0.3 (saved)", false, 10*time.Second)
+	u.wait("First fold at (foldAt): 0.3 (saved)", false, 10*time.Second)
 	u.keys("Escape")
 	u.wait("pick one to change", true, 10*time.Second)
 	u.keys("Escape")
@@ -127,7 +128,7 @@ func TestTUIMenuSettingsAndFooter(t *testing.T) {
 			footer = strings.TrimRight(line, " ")
 		}
 	}
-	if footer == "" || utf8.RuneCountInString(footer) > 60 || !strings.Contains(footer, "masked") {
+	if footer == "" || utf8.RuneCountInString(footer) > 60 || !strings.Contains(footer, "masked") || strings.Contains(footer, "next 0/") {
 		t.Fatalf("footer %q (%d columns)", footer, utf8.RuneCountInString(footer))
 	}
 	t.Logf("footer at 60 columns: %q", footer)

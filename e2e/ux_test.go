@@ -27,9 +27,10 @@ func foldEvents(s SessionFile) int {
 	return n
 }
 
-// TestStatusAfterResume: `pi -c` into a session context-fold folded shows
-// the replayed folds in /context-fold status and in the footer before any
-// new request.
+// TestStatusAfterResume: each fold event is said once; `pi -c` into a
+// session context-fold folded shows the replayed folds, the cache figures
+// and the recent events in /context-fold status and the folds in the footer
+// before any new request.
 func TestStatusAfterResume(t *testing.T) {
 	env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 40, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction}))
 	rpc := env.StartRPC(RPCOptions{})
@@ -41,6 +42,10 @@ func TestStatusAfterResume(t *testing.T) {
 	events := foldEvents(res.Sessions[0])
 	if events == 0 {
 		t.Fatal("the first run folded nothing")
+	}
+	// Each fold event was said once, on the screen.
+	if n := notified(rpc, "context-fold: folded "); n != events {
+		t.Fatalf("%d fold notices for %d fold events: %+v", n, events, rpc.Notifications())
 	}
 	n := env.Server.Len()
 	rpc = env.StartRPC(RPCOptions{Args: []string{"-c"}})
@@ -63,6 +68,11 @@ func TestStatusAfterResume(t *testing.T) {
 	}
 	if want := fmt.Sprintf("×%d · ~", events); !strings.Contains(footer, want) {
 		t.Fatalf("footer after resume %q, want %q", footer, want)
+	}
+	// The cache figures and the fold events are rebuilt from the session
+	// file, as Pi's own footer totals are.
+	if strings.Contains(status, "no usage reported yet") || !strings.Contains(status, "\ncache: the newest response read ") || !strings.Contains(status, fmt.Sprintf("\nrecent fold events (%d of %d):", min(events, 5), events)) {
+		t.Fatalf("status after resume lost the session's usage or events:\n%s", status)
 	}
 }
 
@@ -187,5 +197,27 @@ func TestResumePreloadsInRealPi(t *testing.T) {
 	}
 	if err := CheckBytePrefix(&last.Request, &resumed.Request); err != nil {
 		t.Errorf("the resumed request does not start with the last request's bytes: %v", err)
+	}
+}
+
+// TestDisabledCommandAnsweredLocally: with CONTEXTFOLD=0, typing
+// /context-fold (or /fold-handoff) is answered by the extension itself, so
+// it never reaches the model as a prompt: the fake model sees no request.
+func TestDisabledCommandAnsweredLocally(t *testing.T) {
+	cfg := WithContextFold(t, Config{Script: &LongSession{Steps: 2, SkipRecall: true, SkipUnfold: true}, Compaction: noCompaction})
+	cfg.Env["CONTEXTFOLD"] = "0"
+	env := NewEnv(t, cfg)
+	rpc := env.StartRPC(RPCOptions{})
+	rpc.Prompt("/context-fold")
+	rpc.Prompt("/fold-handoff finish the parser")
+	rpc.Close()
+	if n := env.Server.Len(); n != 0 {
+		t.Fatalf("the fake model saw %d request(s) for commands typed with CONTEXTFOLD=0", n)
+	}
+	for _, name := range []string{"context-fold", "fold-handoff"} {
+		want := "context-fold is disabled by CONTEXTFOLD=0; /" + name + " does nothing and nothing was sent to the model."
+		if n := notified(rpc, want); n != 1 {
+			t.Errorf("%d notices containing %q, want 1: %+v", n, want, rpc.Notifications())
+		}
 	}
 }

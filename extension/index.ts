@@ -5,17 +5,16 @@
 import { type ExtensionAPI, getAgentDir } from "@earendil-works/pi-coding-agent";
 import { CacheWarning, show } from "./advisory.ts";
 import { contextFoldCommand } from "./menu.ts";
-import { disabled, PREFIX, Session } from "./session.ts";
+import { disabled, noSessionEntries, PREFIX, Session } from "./session.ts";
 import { RECALL, UNFOLD, recallParams, unfoldParams } from "./tools.ts";
-
-/** A session without a file sends its entries for the engine to read. */
-function noSessionEntries(ctx: { sessionManager: { getSessionFile(): string | undefined; getEntries(): unknown[] } }): { entries?: string } {
-	if (ctx.sessionManager.getSessionFile()) return {};
-	return { entries: ctx.sessionManager.getEntries().map((e) => JSON.stringify(e)).join("\n") };
-}
 
 function text(t: string, details: unknown = {}) {
 	return { content: [{ type: "text" as const, text: t }], details };
+}
+
+/** The answer to /<name> while CONTEXTFOLD disables the extension: said here, nothing sent to the model. */
+export function disabledAnswer(name: string, value: string): string {
+	return `context-fold is disabled by CONTEXTFOLD=${value}; /${name} does nothing and nothing was sent to the model. Unset CONTEXTFOLD (or set it to 1) and restart pi to fold.`;
 }
 
 /** The CONTEXTFOLD=0 notice was given (once per process, across sessions). */
@@ -32,6 +31,19 @@ export default function contextFold(pi: ExtensionAPI): void {
 			if (ctx.hasUI) ctx.ui.notify(t, "info");
 			else process.stderr.write(`${PREFIX} ${t}\n`);
 		});
+		// Unregistered, a typed command would go to the model as a paid
+		// prompt. Registered, it is answered here; requests are unchanged
+		// (commands are not part of them).
+		for (const name of ["context-fold", "fold-handoff"]) {
+			pi.registerCommand(name, {
+				description: `context-fold is disabled by CONTEXTFOLD=${process.env.CONTEXTFOLD}`,
+				handler: async (_args, ctx) => {
+					const t = disabledAnswer(name, process.env.CONTEXTFOLD ?? "");
+					if (ctx.hasUI) ctx.ui.notify(t, "info");
+					else process.stdout.write(t + "\n");
+				},
+			});
+		}
 		return;
 	}
 	const host = {
@@ -100,6 +112,8 @@ export default function contextFold(pi: ExtensionAPI): void {
 			const res = await current().call(ctx, "usage", {
 				input: u.input ?? 0, output: u.output ?? 0, cacheRead: u.cacheRead ?? 0, cacheWrite: u.cacheWrite ?? 0,
 				provider: m.provider, model: m.model, at: m.timestamp, stopReason: m.stopReason,
+				// Pi's price of each part (the model's catalog prices): the engine prices what folds saved from it.
+				cost: u.cost,
 			});
 			for (const n of res.notices ?? []) show(ctx, n);
 			current().footer(ctx, res.footer);
@@ -126,7 +140,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	});
 	pi.on("input", async (event, ctx) => warning.confirm(event as any, ctx));
 	pi.registerCommand("context-fold", {
-		description: "context-fold status and settings. Usage: /context-fold [status|config|discard-images]",
+		description: "context-fold status, settings and folded blocks. Usage: /context-fold [status|config|folded|discard-images]",
 		handler: async (args, ctx) => {
 			if (await off(ctx)) return say(ctx, `context-fold is off this session (no folding): ${current().unavailable}`);
 			try {

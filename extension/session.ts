@@ -67,6 +67,12 @@ function modelFacts(m: ExtensionContext["model"]): Record<string, unknown> | und
 	return { api: m.api, provider: m.provider, id: m.id, midConvoEffort: compat?.supportsMidConvoEffort === true || undefined };
 }
 
+/** A session without a file sends its entries for the engine to read. */
+export function noSessionEntries(ctx: { sessionManager: { getSessionFile(): string | undefined; getEntries(): unknown[] } }): { entries?: string } {
+	if (ctx.sessionManager.getSessionFile()) return {};
+	return { entries: ctx.sessionManager.getEntries().map((e) => JSON.stringify(e)).join("\n") };
+}
+
 /** The CONTEXTFOLD_* environment, for the engine to parse and validate. */
 function knobEnv(): Record<string, string> {
 	const out: Record<string, string> = {};
@@ -336,6 +342,12 @@ export class Session {
 			if (res.collisions?.length) this.diag(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})`);
 			applyPlacements(messages, this.placements, this.layers);
 			this.footer(ctx, res.footer);
+			// The engine's one short notice of this request's fold event (off: foldNotices).
+			if (res.notice && ctx.hasUI) {
+				try {
+					ctx.ui.notify(res.notice, "info");
+				} catch {}
+			}
 		} catch (e: any) {
 			if (this.off) return; // no engine this session: the request goes out as Pi built it
 			// Fail open: committed folds keep applying to the unchanged prefix;

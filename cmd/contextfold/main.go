@@ -125,6 +125,7 @@ func commands() []command {
 				"flags as errors and warnings, and evenly spread samples of flagged lines and of unflagged " +
 				"lines holding a failure-looking word, for a person to judge.",
 			lexiconCmd},
+		configCommand(),
 		{"help", []form{{"[command]", "print this list, or one command's usage"}},
 			"Help prints the list of commands or, given a command, that command's usage: the same as " +
 				"'contextfold <command> -h'.",

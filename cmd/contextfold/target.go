@@ -92,9 +92,17 @@ type candidate struct {
 	mod int64
 }
 
-// piSessionsDir is where Pi keeps its sessions: PI_CODING_AGENT_DIR, or
-// ~/.pi/agent, then sessions.
+// piSessionsDir is where Pi keeps its sessions: piAgentDir's sessions.
 func piSessionsDir() (string, error) {
+	agent, err := piAgentDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(agent, "sessions"), nil
+}
+
+// piAgentDir is Pi's agent directory: PI_CODING_AGENT_DIR, or ~/.pi/agent.
+func piAgentDir() (string, error) {
 	agent := os.Getenv("PI_CODING_AGENT_DIR")
 	if agent == "" {
 		home, err := os.UserHomeDir()
@@ -109,7 +117,7 @@ func piSessionsDir() (string, error) {
 		}
 		agent = filepath.Join(home, rest)
 	}
-	return filepath.Join(agent, "sessions"), nil
+	return agent, nil
 }
 
 // piSessions lists the Pi session files whose id starts with id, in every

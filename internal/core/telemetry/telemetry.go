@@ -24,6 +24,35 @@ type Usage struct {
 	Model      string `json:"model,omitempty"`
 	At         int64  `json:"at,omitempty"` // completion time, Unix ms
 	Stop       string `json:"stopReason,omitempty"`
+	// Cost is what Pi priced the response at, in the session's currency
+	// (Pi's usage.cost: each part at the model's catalog price).
+	Cost Cost `json:"cost"`
+}
+
+// Cost is Pi's usage.cost: the price of each part of a response's usage
+// and their total.
+type Cost struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+	Total      float64 `json:"total"`
+}
+
+// prefixRate is what one more prompt token in the cached prefix would have
+// cost in this response, from its own prices: the cache-read price if it
+// read from the cache, else the cache-write price if it wrote, else the
+// input price; ok is false when the usage carries no such price.
+func (u Usage) prefixRate() (rate float64, ok bool) {
+	switch {
+	case u.CacheRead > 0:
+		return u.Cost.CacheRead / float64(u.CacheRead), u.Cost.CacheRead > 0
+	case u.CacheWrite > 0:
+		return u.Cost.CacheWrite / float64(u.CacheWrite), u.Cost.CacheWrite > 0
+	case u.Input > 0:
+		return u.Cost.Input / float64(u.Input), u.Cost.Input > 0
+	}
+	return 0, false
 }
 
 // Prompt returns the whole prompt the provider billed.
@@ -55,22 +84,37 @@ type Telemetry struct {
 	CacheRead int64 `json:"cacheRead"`
 	Write     int64 `json:"cacheWrite"`
 	Output    int64 `json:"output"`
+	// Spent is the sum of the responses' Cost.Total: Pi's own figure.
+	Spent float64 `json:"spent"`
+	// Latest is the newest response's share of its prompt read from the
+	// cache, as Pi's footer computes its CH figure; ok false before any.
+	latestHit   float64
+	latestKnown bool
 
 	last    Usage
 	hasLast bool
 
 	// Fold accounting.
-	FoldEvents    int   `json:"foldEvents"`
-	MaskedNow     int   `json:"maskedNow"` // tokens the active folds keep out of every request
-	SavedTotal    int64 `json:"savedTotal"`
-	Reprefilled   int64 `json:"reprefilled"`
-	pendingFold   bool
-	baseline      int // watchdog: the pre-fold prompt a deferred fold would read back
-	afterFold     bool
-	WireDeferred  int `json:"wireDeferred"`
-	warnedWire    bool
-	bridgedStreak int
-	Bridged       bool `json:"bridged"`
+	FoldEvents  int   `json:"foldEvents"`
+	MaskedNow   int   `json:"maskedNow"` // tokens the active folds keep out of every request
+	SavedTotal  int64 `json:"savedTotal"`
+	Reprefilled int64 `json:"reprefilled"`
+	// SavedMoney estimates what the masked tokens would have cost, each
+	// response's at its own prefix rate (see prefixRate); ExtraWrites is
+	// what the responses carrying a fold paid for their cache writes above
+	// reading those tokens back. PricedResponses counts the responses with
+	// masked tokens whose usage carried prices.
+	SavedMoney      float64 `json:"savedMoney"`
+	ExtraWrites     float64 `json:"extraWrites"`
+	PricedResponses int     `json:"pricedResponses"`
+	UnpricedSaves   int     `json:"unpricedResponses"`
+	pendingFold     bool
+	baseline        int // watchdog: the pre-fold prompt a deferred fold would read back
+	afterFold       bool
+	WireDeferred    int `json:"wireDeferred"`
+	warnedWire      bool
+	bridgedStreak   int
+	Bridged         bool `json:"bridged"`
 
 	// Advisor.
 	wasCold bool
@@ -94,9 +138,14 @@ func New() *Telemetry {
 
 // Reset restarts the cache segment, as after a real model change (docs/EDGES.md #11):
 // the provider's cache is genuinely cold.
+// What folds saved and what the session spent are the session's, and
+// survive it.
 func (t *Telemetry) Reset() {
+	keep := *t
 	*t = *New()
 	t.modelChanged = true
+	t.Spent, t.FoldEvents, t.SavedTotal, t.Reprefilled = keep.Spent, keep.FoldEvents, keep.SavedTotal, keep.Reprefilled
+	t.SavedMoney, t.ExtraWrites, t.PricedResponses, t.UnpricedSaves = keep.SavedMoney, keep.ExtraWrites, keep.PricedResponses, keep.UnpricedSaves
 }
 
 // CacheCold reports whether the provider's cache is known to be cold for the
@@ -142,6 +191,10 @@ func (t *Telemetry) HitRatio() (float64, bool) {
 	return float64(t.CacheRead) / float64(d), true
 }
 
+// LatestHit is the newest response's share of its prompt read from the
+// cache: Pi's footer's CH figure. ok is false before any usage.
+func (t *Telemetry) LatestHit() (float64, bool) { return t.latestHit, t.latestKnown }
+
 // NoteFold records a fold event that keeps masked tokens out of each later
 // request.
 func (t *Telemetry) NoteFold(masked int) {
@@ -167,13 +220,33 @@ func (t *Telemetry) Observe(u Usage) []Notice {
 	t.CacheRead += int64(u.CacheRead)
 	t.Write += int64(u.CacheWrite)
 	t.Output += int64(u.Output)
+	t.Spent += u.Cost.Total
+	if p := u.Prompt(); p > 0 {
+		t.latestHit, t.latestKnown = float64(u.CacheRead)/float64(p), true
+	}
 	t.afterFold = t.pendingFold
 	if t.pendingFold {
 		// The response that carried a fold's new bytes pays the re-prefill.
 		t.Reprefilled += int64(u.CacheWrite)
+		if u.CacheWrite > 0 && u.Cost.CacheWrite > 0 {
+			// Each re-written token would otherwise have been read back.
+			read := 0.0
+			if u.CacheRead > 0 {
+				read = u.Cost.CacheRead / float64(u.CacheRead)
+			}
+			t.ExtraWrites += float64(u.CacheWrite) * max(0, u.Cost.CacheWrite/float64(u.CacheWrite)-read)
+		}
 		t.pendingFold = false
 	}
 	t.SavedTotal += int64(t.MaskedNow)
+	if t.MaskedNow > 0 {
+		if r, ok := u.prefixRate(); ok {
+			t.SavedMoney += float64(t.MaskedNow) * r
+			t.PricedResponses++
+		} else {
+			t.UnpricedSaves++
+		}
+	}
 	if t.baseline > 0 {
 		if u.CacheRead >= t.baseline {
 			t.WireDeferred++

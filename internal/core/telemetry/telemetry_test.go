@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -183,5 +184,43 @@ func TestK(t *testing.T) {
 		if got := K(c.n); got != c.want {
 			t.Errorf("K(%d) = %q, want %q", c.n, got, c.want)
 		}
+	}
+}
+
+// TestSavedMoney: what the masked tokens would have cost is priced at each
+// response's own prefix rate (cache read when it read, write when it only
+// wrote, input otherwise); the response carrying a fold pays its writes
+// above the read price; a model change keeps the session's totals.
+func TestSavedMoney(t *testing.T) {
+	const read, write, input = 0.3e-6, 3.75e-6, 3e-6 // $ per token
+	usage := func(in, rd, wr int) Usage {
+		return Usage{Input: in, CacheRead: rd, CacheWrite: wr, Output: 10, Cost: Cost{Input: float64(in) * input, CacheRead: float64(rd) * read, CacheWrite: float64(wr) * write, Total: float64(in)*input + float64(rd)*read + float64(wr)*write}}
+	}
+	tm := New()
+	tm.Observe(usage(100, 0, 50_000))
+	tm.NoteFold(20_000)
+	tm.Observe(usage(100, 20_000, 10_000)) // carries the fold: re-writes 10k
+	tm.Observe(usage(100, 30_000, 500))    // warm
+	tm.Observe(usage(40_000, 0, 0))        // cold, no cache at all
+	want := 20_000*read + 20_000*read + 20_000*input
+	if math.Abs(tm.SavedMoney-want) > 1e-9 || tm.PricedResponses != 3 {
+		t.Fatalf("saved $%.6f over %d responses, want $%.6f over 3", tm.SavedMoney, tm.PricedResponses, want)
+	}
+	if wantX := 10_000 * (write - read); math.Abs(tm.ExtraWrites-wantX) > 1e-9 {
+		t.Fatalf("extra writes $%.6f, want $%.6f", tm.ExtraWrites, wantX)
+	}
+	spent := tm.Spent
+	if r, ok := tm.LatestHit(); !ok || r != 0 {
+		t.Fatalf("latest hit %v %v, want 0 (the cold response)", r, ok)
+	}
+	tm.Reset()
+	if tm.Spent != spent || math.Abs(tm.SavedMoney-want) > 1e-9 || tm.FoldEvents != 1 {
+		t.Fatalf("a model change lost the session's totals: %+v", tm)
+	}
+	// A usage without prices is counted, not priced as free.
+	tm.MaskedNow = 1000
+	tm.Observe(Usage{Input: 10, CacheRead: 100})
+	if tm.UnpricedSaves != 1 || math.Abs(tm.SavedMoney-want) > 1e-9 {
+		t.Fatalf("unpriced response: %d, $%.6f", tm.UnpricedSaves, tm.SavedMoney)
 	}
 }

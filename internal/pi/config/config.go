@@ -48,6 +48,9 @@ type Knob struct {
 	Hint    string   `json:"hint"` // valid values
 	Meaning string   `json:"meaning"`
 	Choices []string `json:"choices,omitempty"`
+	// Only names the one fold policy that reads this setting ("" for
+	// every policy); under another it is kept but ignored.
+	Only string `json:"only,omitempty"`
 	// parse validates a value and returns its canonical text and number.
 	parse func(string) (string, float64, error)
 }
@@ -117,17 +120,18 @@ func choice(opts ...string) func(string) (string, float64, error) {
 // Knobs is the table of every setting, in menu order. Label, Hint and
 // Meaning are shown to the user as they are.
 var Knobs = []Knob{
-	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: within First fold at and Fold step, fold only when the cheaper requests after a fold repay the prompt-cache re-write it causes; ladder: fixed thresholds — fold once usage passes First fold at (a fraction of the context window), then whenever at least Fold step of the window can be folded", schedule.Profiles, choice(schedule.Profiles...)},
-	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "a number in (0, 1]", "no fold before usage reaches this fraction of the context window, unless a request would pass the budget", nil, fraction},
-	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "a number in (0, 1]", "no fold of less than this fraction of the context window at once, unless a request would pass the budget", nil, fraction},
-	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "a number in (0, 1]", "ladder policy: First fold at, while the provider has not yet served any of this session from its prompt cache", nil, fraction},
-	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "a number in (0, 1]", "budget = min(budget cap, this × context window); crossing it folds at once", nil, fraction},
-	{"budgetCap", "CONTEXTFOLD_BUDGET_CAP", "Budget cap", "200000", "tokens ≥ 0, or off", "absolute budget in tokens; off disables", nil, count(true)},
-	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "20000", "tokens ≥ 0", "the newest this many tokens of the conversation never fold (at most half the budget; the newest message always stays)", nil, count(false)},
-	{"compact", "CONTEXTFOLD_COMPACT", "Hard compaction", "det", "det or native", "det: context-fold compacts without a model call, into a verbatim list of your messages, files, commands and errors; native: Pi's own LLM summary", []string{"det", "native"}, choice("det", "native")},
-	{"cacheIdleMinutes", "CONTEXTFOLD_CACHE_IDLE_MINUTES", "Cache idle minutes", "30", "minutes ≥ 0, or off", "warn when the provider's prompt cache has probably expired after this long idle; 0/off disables (per provider in the file: providerCacheIdleMinutes)", nil, minutes},
-	{"confirmColdPrompt", "CONTEXTFOLD_CONFIRM_COLD_PROMPT", "Confirm cold prompt", "off", "on or off", "ask before sending an interactive prompt that would rebill an expired cache", []string{"off", "on"}, choice("off", "on")},
-	{"reconTokens", "CONTEXTFOLD_RECON_TOKENS", "Reset cost estimate", "18000", "tokens > 0", "what a fresh session started with /fold-handoff costs, for the status line's \"a fresh session would pay for itself\" estimate", nil, positive},
+	{"policy", "CONTEXTFOLD_POLICY", "Fold policy", "economic", "economic or ladder", "economic: within First fold at and Fold step, fold only when the cheaper requests after a fold repay the prompt-cache re-write it causes; ladder: fixed thresholds — fold once usage passes First fold at (a fraction of the context window), then whenever at least Fold step of the window can be folded", schedule.Profiles, "", choice(schedule.Profiles...)},
+	{"foldAt", "CONTEXTFOLD_FOLD_AT", "First fold at", "0.45", "a number in (0, 1]", "no fold before usage reaches this fraction of the context window, unless a request would pass the budget", nil, "", fraction},
+	{"foldStep", "CONTEXTFOLD_FOLD_STEP", "Fold step", "0.12", "a number in (0, 1]", "no fold of less than this fraction of the context window at once, unless a request would pass the budget", nil, "", fraction},
+	{"coldFoldAt", "CONTEXTFOLD_COLD_FOLD_AT", "Cold first fold at", "0.25", "a number in (0, 1]", "ladder policy: First fold at, while the provider has not yet served any of this session from its prompt cache", nil, "ladder", fraction},
+	{"budgetFraction", "CONTEXTFOLD_BUDGET_FRACTION", "Budget fraction", "0.75", "a number in (0, 1]", "budget = min(budget cap, this × context window); crossing it folds at once", nil, "", fraction},
+	{"budgetCap", "CONTEXTFOLD_BUDGET_CAP", "Budget cap", "200000", "tokens ≥ 0, or off", "absolute budget in tokens; off disables", nil, "", count(true)},
+	{"tail", "CONTEXTFOLD_TAIL", "Protected tail", "20000", "tokens ≥ 0", "the newest this many tokens of the conversation never fold (at most half the budget; the newest message always stays)", nil, "", count(false)},
+	{"compact", "CONTEXTFOLD_COMPACT", "Hard compaction", "det", "det or native", "det: context-fold compacts without a model call, into a verbatim list of your messages, files, commands and errors; native: Pi's own LLM summary", []string{"det", "native"}, "", choice("det", "native")},
+	{"cacheIdleMinutes", "CONTEXTFOLD_CACHE_IDLE_MINUTES", "Cache idle minutes", "30", "minutes ≥ 0, or off", "warn when the provider's prompt cache has probably expired after this long idle; 0/off disables (per provider in the file: providerCacheIdleMinutes)", nil, "", minutes},
+	{"confirmColdPrompt", "CONTEXTFOLD_CONFIRM_COLD_PROMPT", "Confirm cold prompt", "off", "on or off", "ask before sending an interactive prompt that would rebill an expired cache", []string{"off", "on"}, "", choice("off", "on")},
+	{"foldNotices", "CONTEXTFOLD_FOLD_NOTICES", "Fold notices", "on", "on or off", "a short notification per fold event (how many outputs it folded, tokens kept out of each request)", []string{"on", "off"}, "", choice("on", "off")},
+	{"reconTokens", "CONTEXTFOLD_RECON_TOKENS", "Reset cost estimate", "18000", "tokens > 0", "what a fresh session started with /fold-handoff costs, for the status line's \"a fresh session would pay for itself\" estimate", nil, "", positive},
 }
 
 // Lookup returns the knob with key.
@@ -148,9 +152,11 @@ type Value struct {
 	Number float64 `json:"-"`
 	Source Source  `json:"source"`
 	// Saved is the file's valid value, also when the environment overrides it.
-	Saved  string `json:"saved,omitempty"`
-	Row    string `json:"row"`
-	Prompt string `json:"prompt"`
+	Saved string `json:"saved,omitempty"`
+	// Ignored: the active fold policy does not read this setting (see Knob.Only).
+	Ignored bool   `json:"ignored,omitempty"`
+	Row     string `json:"row"`
+	Prompt  string `json:"prompt"`
 }
 
 // Resolved is the effective configuration.
@@ -161,6 +167,7 @@ type Resolved struct {
 	IdleMinutes  float64            `json:"cacheIdleMinutes"`
 	ProviderIdle map[string]float64 `json:"providerCacheIdleMinutes,omitempty"`
 	ConfirmCold  bool               `json:"confirmColdPrompt"`
+	FoldNotices  bool               `json:"foldNotices"`
 	ReconTokens  int                `json:"reconTokens"`
 	Values       []Value            `json:"values"`
 	// Warnings are one line per cause, for the user, in a stable order.
@@ -272,8 +279,10 @@ func resolve(env map[string]string, file []byte, path, problem string) Resolved 
 			}
 			warn = append(warn, fmt.Sprintf("%s %s invalid (want %s); using %s", strings.Join(bad, " and "), verb, k.Hint, v.origin()))
 		}
-		v.Row, v.Prompt = v.row(), v.prompt()
 		r.apply(k.Key, text, num)
+		// policy is the first knob, so it is resolved before any it governs.
+		v.Ignored = k.Only != "" && r.Policy != k.Only
+		v.Row, v.Prompt = v.row(r.Policy), v.prompt()
 		r.Values = append(r.Values, v)
 	}
 	warn = append(warn, r.providerIdle(doc)...)
@@ -301,17 +310,25 @@ func (v Value) origin() string {
 	return "the default " + v.Value
 }
 
-// row is the value's line in the settings menu.
-func (v Value) row() string {
+// row is the value's line in the settings menu: its label and file key,
+// its value and source, and whether the active policy ignores it.
+func (v Value) row(policy string) string {
+	name := fmt.Sprintf("%s (%s)", v.Label, v.Key)
+	var row string
 	switch {
 	case v.Source == Env && v.Saved != "":
-		return fmt.Sprintf("%s: %s (%s overrides saved %s)", v.Label, v.Value, v.Env, v.Saved)
+		row = fmt.Sprintf("%s: %s (%s overrides saved %s)", name, v.Value, v.Env, v.Saved)
 	case v.Source == Env:
-		return fmt.Sprintf("%s: %s (%s)", v.Label, v.Value, v.Env)
+		row = fmt.Sprintf("%s: %s (%s)", name, v.Value, v.Env)
 	case v.Source == File:
-		return fmt.Sprintf("%s: %s (saved)", v.Label, v.Value)
+		row = fmt.Sprintf("%s: %s (saved)", name, v.Value)
+	default:
+		row = fmt.Sprintf("%s: %s", name, v.Value)
 	}
-	return fmt.Sprintf("%s: %s", v.Label, v.Value)
+	if v.Ignored {
+		row += fmt.Sprintf(" — ignored: %s policy only, the %s policy is active", v.Only, policy)
+	}
+	return row
 }
 
 // prompt is the settings menu's question for a new value.
@@ -475,6 +492,8 @@ func (r *Resolved) apply(key, text string, n float64) {
 		r.IdleMinutes = n
 	case "confirmColdPrompt":
 		r.ConfirmCold = text == "on"
+	case "foldNotices":
+		r.FoldNotices = text == "on"
 	case "reconTokens":
 		r.ReconTokens = int(n)
 	}
@@ -579,9 +598,15 @@ func (r *Resolved) Saved(key, value, provider string) (string, bool) {
 		return what + " saved: " + text + over + "the saved value applies once it is unset", true
 	}
 	if remove {
+		if v.Ignored {
+			return fmt.Sprintf("%s: saved value cleared; %s applies %s under the %s policy (the %s policy, active, ignores it)", what, fallback, applies(key), k.Only, r.Policy), true
+		}
 		return fmt.Sprintf("%s: saved value cleared; %s applies %s", what, fallback, applies(key)), false
 	}
 	text, _, _ := k.parse(value)
+	if v.Ignored {
+		return fmt.Sprintf("%s saved: %s — but the %s policy is active, which ignores it; it applies %s under the %s policy", what, text, r.Policy, applies(key), k.Only), true
+	}
 	return fmt.Sprintf("%s saved: %s (applies %s)", what, text, applies(key)), false
 }
 
@@ -595,7 +620,7 @@ func applies(key string) string {
 	switch key {
 	case "compact":
 		return "to the next compaction"
-	case "cacheIdleMinutes", "confirmColdPrompt", "reconTokens":
+	case "cacheIdleMinutes", "confirmColdPrompt", "reconTokens", "foldNotices":
 		return "from now on"
 	}
 	return "to future folds"

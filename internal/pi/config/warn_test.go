@@ -158,10 +158,11 @@ func TestMenuText(t *testing.T) {
 		rows[v.Key] = v
 	}
 	for key, want := range map[string]string{
-		"tail":     "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)",
-		"policy":   "Fold policy: ladder (CONTEXTFOLD_POLICY)",
-		"foldAt":   "First fold at: 0.3 (saved)",
-		"foldStep": "Fold step: 0.12",
+		"tail":       "Protected tail (tail): 8000 (CONTEXTFOLD_TAIL overrides saved 12000)",
+		"policy":     "Fold policy (policy): ladder (CONTEXTFOLD_POLICY)",
+		"foldAt":     "First fold at (foldAt): 0.3 (saved)",
+		"foldStep":   "Fold step (foldStep): 0.12",
+		"coldFoldAt": "Cold first fold at (coldFoldAt): 0.25",
 	} {
 		if rows[key].Row != want {
 			t.Errorf("%s row %q, want %q", key, rows[key].Row, want)
@@ -189,5 +190,49 @@ func TestMenuText(t *testing.T) {
 		if got != c.want || override != c.override {
 			t.Errorf("Saved(%s, %s) = %q, %v; want %q, %v", c.key, c.value, got, override, c.want, c.override)
 		}
+	}
+	// Under the default (economic) policy a ladder-only setting is marked
+	// as ignored, and saving it says so instead of "applies to future folds".
+	econ := Resolve(nil, nil)
+	v, _ := econ.Value("coldFoldAt")
+	if want := "Cold first fold at (coldFoldAt): 0.25 — ignored: ladder policy only, the economic policy is active"; !v.Ignored || v.Row != want {
+		t.Errorf("coldFoldAt row under economic %q (ignored %v), want %q", v.Row, v.Ignored, want)
+	}
+	if got, warn := econ.Saved("coldFoldAt", "0.2", ""); got != "Cold first fold at saved: 0.2 — but the economic policy is active, which ignores it; it applies to future folds under the ladder policy" || !warn {
+		t.Errorf("Saved(coldFoldAt) under economic = %q, %v", got, warn)
+	}
+	for _, v := range econ.Values {
+		if v.Key != "coldFoldAt" && v.Ignored {
+			t.Errorf("%s is marked ignored under the economic policy", v.Key)
+		}
+	}
+}
+
+// TestLines: the effective settings list every setting by its file key
+// with its value and source: default, file, or the environment (naming
+// the variable and the saved value it overrides), and marks what the
+// active policy ignores.
+func TestLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	os.WriteFile(path, []byte(`{"tail":12000,"foldAt":0.3}`), 0o644)
+	r := Load(map[string]string{"CONTEXTFOLD_TAIL": "8000"}, path)
+	text := strings.Join(r.Lines(path), "\n")
+	for _, want := range []string{
+		"file: " + path + " · precedence",
+		"tail = 8000",
+		"environment CONTEXTFOLD_TAIL (the file's 12000 is overridden) · Protected tail",
+		"foldAt = 0.3",
+		"  file · First fold at",
+		"policy = economic",
+		"  default · Fold policy",
+		"default; ignored: ladder policy only · Cold first fold at",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	if n := strings.Count(text, "\n  "); n != len(Knobs) {
+		t.Errorf("%d setting lines, want %d:\n%s", n, len(Knobs), text)
 	}
 }

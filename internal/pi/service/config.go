@@ -14,6 +14,9 @@ type ConfigView struct {
 	Values   []config.Value `json:"values"`
 	Warnings []string       `json:"warnings,omitempty"`
 	File     string         `json:"file"`
+	// Lines are the effective settings with their sources, for printing
+	// (headless /context-fold config; contextfold config prints the same).
+	Lines []string `json:"lines"`
 }
 
 func (s *Service) configView() (*ConfigView, error) {
@@ -21,7 +24,8 @@ func (s *Service) configView() (*ConfigView, error) {
 	if ss == nil {
 		return nil, errNotOpen
 	}
-	return &ConfigView{Values: ss.conf.Values, Warnings: ss.conf.Warnings, File: configFile(ss.agentDir)}, nil
+	path := configFile(ss.agentDir)
+	return &ConfigView{Values: ss.conf.Values, Warnings: ss.conf.Warnings, File: path, Lines: ss.conf.Lines(path)}, nil
 }
 
 // configFile is the settings file in agentDir ("" for none).

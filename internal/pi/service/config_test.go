@@ -72,7 +72,7 @@ func TestSetSaysEnvOverrides(t *testing.T) {
 	for _, v := range view.Values {
 		rows[v.Key] = v.Row
 	}
-	if rows["tail"] != "Protected tail: 8000 (CONTEXTFOLD_TAIL overrides saved 12000)" {
+	if rows["tail"] != "Protected tail (tail): 8000 (CONTEXTFOLD_TAIL overrides saved 12000)" {
 		t.Fatalf("tail row %q", rows["tail"])
 	}
 	if err := call(t, client, "set", SetParams{Key: "foldAt", Value: "0.30"}, &set); err != nil {

@@ -11,6 +11,8 @@
 //	unfold  release folded blocks for good
 //	recall  read folded blocks back, verified against the session file
 //	status  the policy's and the engine's state
+//	folded  the blocks folded now (the menu's list)
+//	show    read one folded block back for the user
 //
 // Methods (engine → adapter):
 //
@@ -77,9 +79,13 @@ type session struct {
 	recalls        map[string]int // recall count per code (churn)
 	turns          int
 	recallCalls    int
-	thinking       *thinkingLog
-	model          wire.Model // the newest request's model
-	compaction     compaction.Settings
+	// requests counts the session's model requests, the resumed file's
+	// included; events are its fold events on the active branch.
+	requests   int
+	events     []foldEvent
+	thinking   *thinkingLog
+	model      wire.Model // the newest request's model
+	compaction compaction.Settings
 }
 
 // New returns a service answering on conn.
@@ -165,6 +171,14 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 		return s.recall(p)
 	case "status":
 		return s.statusView(), nil
+	case "folded":
+		return s.folded()
+	case "show":
+		var p ShowParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, badRequest(method, err)
+		}
+		return s.show(p)
 	case "compact":
 		var p CompactParams
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -286,8 +300,8 @@ func (s *Service) open(p OpenParams) (*OpenResult, error) {
 		ss.eng.EnsureSeqAtLeast(floor)
 	}
 	s.s = ss
+	s.seedHistory(ss)
 	ss.tm.MaskedNow = foldsOf(ss).masked
-	s.seedActivity(ss)
 	res.LastSeq = ss.eng.LastSeq()
 	res.Folds = ss.eng.Registry().Len()
 	res.Layers = ss.eng.Layers()
@@ -494,6 +508,9 @@ type TurnResult struct {
 	Collisions []string        `json:"collisions,omitempty"`
 	Status     policy.Status   `json:"status"`
 	Footer     string          `json:"footer"`
+	// Notice is the short notice of this request's fold event, for the
+	// user (empty when there was none or fold notices are off).
+	Notice string `json:"notice,omitempty"`
 	// Anchor is the tool-call id of the result that ends the frozen region,
 	// for a provider that caches only at marked breakpoints: the adapter
 	// marks it, so the next fold event re-writes only what follows it.
@@ -550,6 +567,7 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		KnownVersion: ss.sentVersion, HaveVersion: !p.Full && ss.turns > 0,
 	}, &journal{s: s, ss: ss, ctx: ctx})
 	ss.turns++
+	ss.requests++
 	ss.status = res.Status
 	ss.window = p.Window
 	out := &TurnResult{Len: ss.eng.Len(), Version: res.Version, Status: res.Status, Collisions: res.Collisions}
@@ -570,6 +588,11 @@ func (s *Service) turn(ctx context.Context, p TurnParams) (*TurnResult, error) {
 		out.Event = &EventSummary{Seq: res.Event.Seq, Trigger: string(res.Event.Trigger), Blocks: len(res.Event.Folds), Masked: saved}
 		ss.thinking.event(res.Event.Seq, res.Event.Thinking, false)
 		ss.tm.NoteFold(saved)
+		ev := foldEvent{Seq: res.Event.Seq, Request: ss.requests, Blocks: len(res.Event.Folds), Masked: saved}
+		ss.events = append(ss.events, ev)
+		if ss.conf.FoldNotices {
+			out.Notice = eventNotice(ev)
+		}
 	}
 	// Derived from the layers, so replayed folds count as much as new ones.
 	ss.tm.MaskedNow = foldsOf(ss).masked

@@ -610,7 +610,7 @@ func TestStatusAfterResume(t *testing.T) {
 	}
 	var before Status
 	call(t, c, "status", map[string]any{}, &before)
-	if before.Events != 1 || before.Blocks == 0 || before.Masked == 0 {
+	if before.EventCount != 1 || before.Blocks == 0 || before.Masked == 0 {
 		t.Fatalf("live status: %+v", before)
 	}
 
@@ -620,13 +620,13 @@ func TestStatusAfterResume(t *testing.T) {
 	}
 	var st Status
 	call(t, c2, "status", map[string]any{}, &st)
-	if st.Events != before.Events || st.Blocks != before.Blocks || st.Masked == 0 {
-		t.Fatalf("resumed status before the first request: %+v, want %d events, %d blocks", st, before.Events, before.Blocks)
+	if st.EventCount != before.EventCount || st.Blocks != before.Blocks || st.Masked == 0 {
+		t.Fatalf("resumed status before the first request: %+v, want %d events, %d blocks", st, before.EventCount, before.Blocks)
 	}
-	if !strings.Contains(st.Lines[0], fmt.Sprintf("%d fold events, %d blocks folded", before.Events, before.Blocks)) || !strings.Contains(st.Lines[0], "from recorded sizes") {
+	if !strings.Contains(st.Lines[0], fmt.Sprintf("%d fold events, %d blocks folded", before.EventCount, before.Blocks)) || !strings.Contains(st.Lines[0], "from recorded sizes") {
 		t.Fatalf("status line: %q", st.Lines[0])
 	}
-	if !strings.Contains(st.Footer, fmt.Sprintf("×%d", before.Events)) {
+	if !strings.Contains(st.Footer, fmt.Sprintf("×%d", before.EventCount)) {
 		t.Fatalf("footer %q has no fold count", st.Footer)
 	}
 	turn(t, c2, 0, msgs, 16_000)

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/contextfold/contextfold/internal/core/parallel"
 	"github.com/contextfold/contextfold/internal/core/rawjson"
 	"github.com/contextfold/contextfold/internal/core/telemetry"
 	"github.com/contextfold/contextfold/internal/core/version"
@@ -72,40 +71,7 @@ func (s *Service) forecast(p ForecastParams) (*ForecastResult, error) {
 	return res, nil
 }
 
-// seedActivity reads the completions already on the active branch, so a
-// resumed session knows when its cache was last warm.
-func (s *Service) seedActivity(ss *session) {
-	if ss.file == "" {
-		return
-	}
-	led, err := s.ledgerFor(ss, nil)
-	if err != nil {
-		return
-	}
-	branch := led.Branch("")
-	// Reading a message is pure: over the cores, then applied oldest first.
-	acts := make([]*activity, len(branch))
-	parallel.For(len(branch), 256, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			e := &branch[i]
-			if e.Type != "message" || e.Message == nil {
-				continue
-			}
-			m, err := readActivity(e.Message)
-			if err != nil || m.Role != "assistant" || m.Usage == nil || m.StopReason == "error" || m.StopReason == "aborted" {
-				continue
-			}
-			acts[i] = &m
-		}
-	})
-	for _, m := range acts {
-		if m != nil {
-			ss.tm.Activity(m.Provider, m.Model, int64(m.Timestamp), m.Usage.Prompt())
-		}
-	}
-}
-
-// activity is what seedActivity reads from a message.
+// activity is what seedHistory reads from a message.
 type activity struct {
 	Role, Provider, Model, StopReason string
 	Timestamp                         float64
@@ -209,8 +175,10 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 			bit, str = 64, &u.Stop
 		case "at":
 			bit = 128
+		case "cost":
+			bit = 256
 		default:
-			if rawjson.FoldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "provider", "model", "stopreason", "at") {
+			if rawjson.FoldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "provider", "model", "stopreason", "at", "cost") {
 				return nil, false
 			}
 			continue
@@ -228,6 +196,8 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 			*n, ok = rawjson.PlainInt(m.Value)
 		case str != nil:
 			*str, ok = rawjson.PlainString(m.Value)
+		case bit == 256:
+			u.Cost, ok = fastCost(m.Value)
 		default:
 			var at int
 			at, ok = rawjson.PlainInt(m.Value)
@@ -238,6 +208,52 @@ func fastUsage(raw []byte) (*telemetry.Usage, bool) {
 		}
 	}
 	return u, true
+}
+
+// fastCost reads Pi's usage.cost object as json.Unmarshal would, or
+// reports that it might not agree.
+func fastCost(raw []byte) (telemetry.Cost, bool) {
+	var c telemetry.Cost
+	ms, err := rawjson.ObjectOfValid(raw)
+	if err != nil {
+		return c, false
+	}
+	seen := 0
+	for _, m := range ms {
+		var bit int
+		var f *float64
+		switch m.Key {
+		case "input":
+			bit, f = 1, &c.Input
+		case "output":
+			bit, f = 2, &c.Output
+		case "cacheRead":
+			bit, f = 4, &c.CacheRead
+		case "cacheWrite":
+			bit, f = 8, &c.CacheWrite
+		case "total":
+			bit, f = 16, &c.Total
+		default:
+			if rawjson.FoldsTo(m.Key, "input", "output", "cacheread", "cachewrite", "total") {
+				return c, false
+			}
+			continue
+		}
+		if seen&bit != 0 {
+			return c, false
+		}
+		seen |= bit
+		if rawjson.IsNull(m.Value) {
+			continue
+		}
+		if !isNumber(m.Value) {
+			return c, false
+		}
+		if *f, err = strconv.ParseFloat(string(m.Value), 64); err != nil {
+			return c, false
+		}
+	}
+	return c, true
 }
 
 func isNumber(raw []byte) bool {
@@ -252,16 +268,21 @@ type Status struct {
 	Level  string         `json:"level"`
 	Config []config.Value `json:"config"`
 	// Telemetry figures, for tests and machines.
-	HitRatio     float64 `json:"hitRatio"`
-	Events       int     `json:"foldEvents"`
-	Blocks       int     `json:"foldedBlocks"`
-	Masked       int     `json:"maskedPerRequest"`
-	Reprefilled  int64   `json:"reprefilled"`
-	Saved        int64   `json:"saved"`
-	WritesKnown  bool    `json:"writesReported"`
-	WireDeferred int     `json:"wireDeferred"`
-	Bridged      bool    `json:"bridged"`
-	Compactions  int     `json:"compactions"`
+	HitRatio     float64       `json:"hitRatio"`
+	Events       []foldEvent   `json:"events"`
+	Folded       []FoldedBlock `json:"folded"`
+	Spent        float64       `json:"spent"`
+	SavedMoney   float64       `json:"savedMoney"`
+	ExtraWrites  float64       `json:"extraWrites"`
+	EventCount   int           `json:"foldEvents"`
+	Blocks       int           `json:"foldedBlocks"`
+	Masked       int           `json:"maskedPerRequest"`
+	Reprefilled  int64         `json:"reprefilled"`
+	Saved        int64         `json:"saved"`
+	WritesKnown  bool          `json:"writesReported"`
+	WireDeferred int           `json:"wireDeferred"`
+	Bridged      bool          `json:"bridged"`
+	Compactions  int           `json:"compactions"`
 	// Thinking on preserved-thinking models: what fold events invalidated,
 	// folded and left to the provider, and what the newest response says
 	// the provider dropped.
@@ -344,6 +365,9 @@ func gauge(ss *session, short bool) string {
 		return fmt.Sprintf("next fold at %.0f%%", 100*st.FoldAt)
 	}
 	if short {
+		if st.MaskableTokens == 0 {
+			return "" // nothing foldable yet: nothing to show
+		}
 		return fmt.Sprintf("next %s/%s", telemetry.K(st.MaskableTokens), telemetry.K(st.StepTokens))
 	}
 	return fmt.Sprintf("next fold when %s of %s maskable", telemetry.K(st.MaskableTokens), telemetry.K(st.StepTokens))
@@ -357,10 +381,15 @@ func (s *Service) footer(ss *session) string {
 		parts = append(parts, "~"+telemetry.K(f.masked)+" masked")
 	}
 	if ss.turns > 0 {
-		parts = append(parts, gauge(ss, true))
+		if g := gauge(ss, true); g != "" {
+			parts = append(parts, g)
+		}
 	}
-	if r, ok := ss.tm.HitRatio(); ok {
-		parts = append(parts, fmt.Sprintf("cache %.0f%%", 100*r))
+	// Pi's footer shows the newest response's cache share (CH); this shows
+	// what folding saved instead, once it is priced and ahead (the status
+	// says when it is behind).
+	if tm := ss.tm; tm.PricedResponses > 0 && tm.SavedMoney > tm.ExtraWrites {
+		parts = append(parts, "≈"+money(tm.SavedMoney-tm.ExtraWrites)+" saved")
 	}
 	if ss.tm.WireDeferred > 0 {
 		parts = append(parts, "⚠ folds not on wire")
@@ -375,7 +404,7 @@ func (s *Service) statusView() *Status {
 	}
 	tm := ss.tm
 	f := foldsOf(ss)
-	st := &Status{Footer: s.footer(ss), Flags: s.flags(ss), Config: ss.conf.Values, Events: f.events, Blocks: f.blocks, Masked: f.masked,
+	st := &Status{Footer: s.footer(ss), Flags: s.flags(ss), Config: ss.conf.Values, EventCount: f.events, Blocks: f.blocks, Masked: f.masked,
 		Reprefilled: tm.Reprefilled, Saved: tm.SavedTotal, WritesKnown: tm.WritesReported(), WireDeferred: tm.WireDeferred, Bridged: tm.Bridged, Compactions: ss.compactions}
 	usage := ""
 	if ss.window > 0 {
@@ -392,7 +421,8 @@ func (s *Service) statusView() *Status {
 		if tm.ColdNow() {
 			cold = " · COLD"
 		}
-		st.Lines = append(st.Lines, fmt.Sprintf("cache: read %s, %s, over %d responses (hit %.0f%%)%s", telemetry.K(int(tm.CacheRead)), writes, tm.Responses, 100*r, cold))
+		latest, _ := tm.LatestHit()
+		st.Lines = append(st.Lines, fmt.Sprintf("cache: the newest response read %.0f%% of its prompt from the cache (Pi's CH); over the session %.0f%%: read %s, %s, over %d responses%s", 100*latest, 100*r, telemetry.K(int(tm.CacheRead)), writes, tm.Responses, cold))
 	} else {
 		st.Lines = append(st.Lines, "cache: no usage reported yet")
 	}
@@ -408,6 +438,14 @@ func (s *Service) statusView() *Status {
 			st.Lines = append(st.Lines, fmt.Sprintf("folds: saved %s tok so far; re-prefill cost unknown (this provider reports no cache writes)", telemetry.K(int(tm.SavedTotal))))
 		}
 	}
+	if l := moneyLine(tm); l != "" {
+		st.Lines = append(st.Lines, l)
+	}
+	st.Spent, st.SavedMoney, st.ExtraWrites = tm.Spent, tm.SavedMoney, tm.ExtraWrites
+	st.Lines = append(st.Lines, eventLines(ss)...)
+	st.Events = ss.events
+	st.Folded = foldedBlocks(ss)
+	st.Lines = append(st.Lines, foldedLines(st.Folded)...)
 	st.Lines = append(st.Lines, ss.thinking.lines()...)
 	st.ThinkingInvalidated, st.ThinkingFolded, st.ThinkingExpectedDropped = ss.thinking.sum.Invalidated, ss.thinking.sum.Folded, ss.thinking.sum.Dropped
 	st.ThinkingDroppedNow = max(ss.thinking.now, 0)
@@ -417,6 +455,7 @@ func (s *Service) statusView() *Status {
 	for _, f := range st.Flags {
 		st.Lines = append(st.Lines, "⚑ "+f)
 	}
+	st.Lines = append(st.Lines, footerLegend)
 	st.Engine = engineLine()
 	st.Lines = append(st.Lines, st.Engine, "tune with /context-fold config")
 	st.Level = "info"

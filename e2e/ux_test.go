@@ -63,7 +63,11 @@ func TestStatusAfterResume(t *testing.T) {
 			footer = u.StatusText
 		}
 	}
-	if want := fmt.Sprintf("context-fold: %d fold events, ", events); !strings.HasPrefix(status, want) || strings.Contains(status, " 0 blocks folded") {
+	noun := "fold events"
+	if events == 1 {
+		noun = "fold event"
+	}
+	if want := fmt.Sprintf("context-fold: %d %s, ", events, noun); !strings.HasPrefix(status, want) || strings.Contains(status, " 0 blocks folded") {
 		t.Fatalf("status after resume, want %q:\n%s", want, status)
 	}
 	if want := fmt.Sprintf("×%d · ~", events); !strings.Contains(footer, want) {

@@ -101,7 +101,7 @@ export class CacheWarning {
 			} catch {
 				ctx.ui.notify(`Prompt not sent; editor restore failed. Draft: ${event.text}`, "warning");
 			}
-			ctx.ui.notify(this.images.length ? `${this.images.length} image(s) kept for your next prompt in this session. /context-fold discard-images clears them.` : "Draft kept; prompt not sent.", "info");
+			ctx.ui.notify(this.images.length ? `${this.images.length} ${this.images.length === 1 ? "image" : "images"} kept for your next prompt in this session. /context-fold discard-images clears them.` : "Draft kept; prompt not sent.", "info");
 			return { action: "handled" };
 		} catch {
 			return proceed();

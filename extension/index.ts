@@ -172,7 +172,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 			if (res.cancel) return { cancel: true };
 			if (res.native) return undefined; // CONTEXTFOLD_COMPACT=native: Pi's own
 			if (res.skipped?.length)
-				current().diag(`${PREFIX} compaction: ${res.skipped.length} block(s) not recallable (record failed): ${res.skipped.join(", ")}`);
+				current().diag(`${PREFIX} compaction: ${res.skipped.length} ${res.skipped.length === 1 ? "block" : "blocks"} not recallable (record failed): ${res.skipped.join(", ")}`);
 			return {
 				compaction: {
 					summary: res.summary,

@@ -36,7 +36,7 @@ async function status(ctx: ExtensionCommandContext, ask: Ask): Promise<void> {
 
 function discard(ctx: ExtensionCommandContext, warning: CacheWarning): void {
 	const n = warning.discardImages();
-	ctx.ui.notify(n ? `Discarded ${n} retained draft image(s).` : "No retained draft images.", "info");
+	ctx.ui.notify(n ? `Discarded ${n} retained draft ${n === 1 ? "image" : "images"}.` : "No retained draft images.", "info");
 }
 
 async function settings(ctx: ExtensionCommandContext, ask: Ask): Promise<void> {

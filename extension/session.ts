@@ -339,7 +339,7 @@ export class Session {
 			if (res.placements) this.placements = res.placements;
 			this.anchor = res.anchor ?? "";
 			if (res.rejected) this.diag(`${PREFIX} ${res.rejected} — this request goes out with earlier folds only`);
-			if (res.collisions?.length) this.diag(`${PREFIX} fold-code collision: ${res.collisions.length} block(s) stay raw for this session (${res.collisions.join(", ")})`);
+			if (res.collisions?.length) this.diag(`${PREFIX} fold-code collision: ${res.collisions.length} ${res.collisions.length === 1 ? "block stays" : "blocks stay"} raw for this session (${res.collisions.join(", ")})`);
 			applyPlacements(messages, this.placements, this.layers);
 			this.footer(ctx, res.footer);
 			// The engine's one short notice of this request's fold event (off: foldNotices).

@@ -30,6 +30,6 @@ for (const f of files) {
 	});
 }
 const rows = [...self].sort((a, b) => b[1] - a[1]).slice(0, top);
-console.log(`${files.length} profile(s), ${total.toFixed(1)} ms sampled`);
+console.log(`${files.length} ${files.length === 1 ? "profile" : "profiles"}, ${total.toFixed(1)} ms sampled`);
 console.log("   self ms   flat%  function");
 for (const [k, t] of rows) console.log(`${t.toFixed(1).padStart(10)} ${((100 * t) / total).toFixed(1).padStart(6)}%  ${k}`);

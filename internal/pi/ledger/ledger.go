@@ -693,7 +693,7 @@ func (l *Ledger) Locate(id, sha string) (Found, error) {
 			return f, nil
 		}
 	}
-	return Found{}, fmt.Errorf("block %s (%d candidate(s)): %w", id, len(cs), ErrSHAMismatch)
+	return Found{}, fmt.Errorf("block %s (candidates: %d): %w", id, len(cs), ErrSHAMismatch)
 }
 
 // buildIndex indexes the entries appended since the last call.

@@ -623,8 +623,11 @@ func TestStatusAfterResume(t *testing.T) {
 	if st.EventCount != before.EventCount || st.Blocks != before.Blocks || st.Masked == 0 {
 		t.Fatalf("resumed status before the first request: %+v, want %d events, %d blocks", st, before.EventCount, before.Blocks)
 	}
-	if !strings.Contains(st.Lines[0], fmt.Sprintf("%d fold events, %d blocks folded", before.EventCount, before.Blocks)) || !strings.Contains(st.Lines[0], "from recorded sizes") {
+	if !strings.Contains(st.Lines[0], count(before.EventCount, "fold event", "fold events")+", "+count(before.Blocks, "block", "blocks")+" folded") || !strings.Contains(st.Lines[0], "from recorded sizes") {
 		t.Fatalf("status line: %q", st.Lines[0])
+	}
+	if before.EventCount == 1 && !strings.Contains(st.Lines[0], "context-fold: 1 fold event, ") {
+		t.Fatalf("one event said in the plural: %q", st.Lines[0])
 	}
 	if !strings.Contains(st.Footer, fmt.Sprintf("×%d", before.EventCount)) {
 		t.Fatalf("footer %q has no fold count", st.Footer)

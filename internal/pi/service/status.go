@@ -294,12 +294,20 @@ type Status struct {
 	Engine string `json:"engine"`
 }
 
+// count says n things, in the singular for one.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
 // flags are the yellow flags of the status.
 func (s *Service) flags(ss *session) []string {
 	var out []string
 	tm := ss.tm
 	if tm.WireDeferred > 0 {
-		out = append(out, fmt.Sprintf("%d fold(s) committed but not seen on the wire: another extension or the transport is bypassing them", tm.WireDeferred))
+		out = append(out, count(tm.WireDeferred, "fold", "folds")+" committed but not seen on the wire: another extension or the transport is bypassing them")
 	}
 	if tm.Bridged {
 		out = append(out, "this provider keeps its own conversation: folding is paused for the session")
@@ -410,7 +418,7 @@ func (s *Service) statusView() *Status {
 	if ss.window > 0 {
 		usage = fmt.Sprintf(" · usage %.0f%% of %s (%s)", 100*ss.status.UsageFraction, telemetry.K(ss.window), gauge(ss, false))
 	}
-	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %d fold events, %d blocks folded, ~%s tok masked per request%s%s", f.events, f.blocks, telemetry.K(f.masked), f.note(), usage))
+	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %s, %s folded, ~%s tok masked per request%s%s", count(f.events, "fold event", "fold events"), count(f.blocks, "block", "blocks"), telemetry.K(f.masked), f.note(), usage))
 	if r, ok := tm.HitRatio(); ok {
 		st.HitRatio = r
 		writes := "writes unreported"
@@ -450,7 +458,7 @@ func (s *Service) statusView() *Status {
 	st.ThinkingInvalidated, st.ThinkingFolded, st.ThinkingExpectedDropped = ss.thinking.sum.Invalidated, ss.thinking.sum.Folded, ss.thinking.sum.Dropped
 	st.ThinkingDroppedNow = max(ss.thinking.now, 0)
 	if p, ok := telemetry.Payback(tm.Carried(), ss.conf.ReconTokens); ok && len(st.Flags) == 0 && ss.window > 0 && tm.Carried() > ss.window*6/10 {
-		st.Lines = append(st.Lines, fmt.Sprintf("carrying ~%s tok: a fresh session would pay for itself in ~%.1f warm requests", telemetry.K(tm.Carried()), p))
+		st.Lines = append(st.Lines, fmt.Sprintf("carrying ~%s tok: a fresh session would pay for itself in ~%.1f warm requests; /fold-handoff <goal> starts one seeded with this session's index", telemetry.K(tm.Carried()), p))
 	}
 	for _, f := range st.Flags {
 		st.Lines = append(st.Lines, "⚑ "+f)

@@ -685,3 +685,29 @@ func TestAnchorForBreakpointCaches(t *testing.T) {
 		})
 	}
 }
+
+// TestOneLabelPerBlock: recall and search name a block alike, and a
+// header names the block's source once.
+func TestOneLabelPerBlock(t *testing.T) {
+	c, _ := start(t)
+	call(t, c, "open", OpenParams{SessionID: "s1", SessionDir: t.TempDir()}, nil)
+	msgs := messages(30, "")
+	turn(t, c, 0, msgs, 16_000)
+	code := digest.ScopedCode("s1", "r:c0")
+	header := func(text string) string {
+		_, h, _ := strings.Cut(text, "=== "+code+" ")
+		h, _, _ = strings.Cut(h, " ===")
+		return h
+	}
+	var rec, srch ToolResult
+	call(t, c, "recall", RecallParams{Code: code, Grep: "ERROR", Entries: entriesOf(msgs)}, &rec)
+	call(t, c, "recall", RecallParams{Search: "step 0 failed", Entries: entriesOf(msgs)}, &srch)
+	r, s := header(rec.Text), header(srch.Text)
+	label := func(h string) string { l, _, _ := strings.Cut(h, ") — "); return l }
+	if r == "" || label(r) != label(s) {
+		t.Fatalf("recall labels %q, search %q", r, s)
+	}
+	if strings.Count(r, "session file") != 1 {
+		t.Fatalf("the header names the session file %d times: %q", strings.Count(r, "session file"), r)
+	}
+}

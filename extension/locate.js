@@ -153,10 +153,20 @@ export function notFoundMessage(l) {
 		return `no contextfold engine: ${l.tried[0]}. Fix: ${chmod}point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary${alt}`;
 	}
 	const fix = PLATFORMS.includes(l.platform)
-		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): pi install npm:${PACKAGE_NAME}@${VERSION}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
+		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): ${reinstall(l.platform)}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
 		: `build the engine with Go from the ${VERSION} source (make build) and set CONTEXTFOLD_BIN to it`;
 	const here = l.checkout && PLATFORMS.includes(l.platform) ? `; or, with Go, make build in ${l.checkout}` : "";
 	return `no contextfold engine for ${l.platform}; tried ${l.tried.join("; ")}. Fix: ${fix}${here}`;
+}
+
+/**
+ * The reinstall that works before the packages are published (RELEASING.md):
+ * both tarballs of one `make pack` (or `make dist`) into one npm prefix, as
+ * the README's Install says.
+ * @param {string} platform
+ */
+function reinstall(platform) {
+	return `in a checkout of ${VERSION}, make pack, then npm install --offline --prefix <dir> --legacy-peer-deps ./dist/${PACKAGE_NAME}-${VERSION}.tgz ./dist/${ENGINE_PACKAGE_PREFIX}${platform}-${VERSION}.tgz and pi install <dir>/node_modules/${PACKAGE_NAME} (README, Install)`;
 }
 
 /**
@@ -179,7 +189,7 @@ function fixFor(found) {
 		case "CONTEXTFOLD_BIN":
 			return `point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`;
 		case "platform package":
-			return `reinstall the package: pi install npm:${PACKAGE_NAME}@${VERSION}`;
+			return `reinstall the package with its engine: ${reinstall(`${process.platform}-${process.arch}`)}`;
 		case "package bin/":
 			return `rebuild it: make build in ${PACKAGE_DIR}`;
 		default:

@@ -87,10 +87,14 @@ func commands() []command {
 				"both at Anthropic-style prices, with a chart. It needs no arguments, network or key.",
 			demoCmd},
 		{"bench", []form{{"[flags] [trajectory dir or file]...", "replay sessions through context policies and price them"}},
-			"Bench replays agent trajectories (directories or .jsonl files; testdata/trajectories when none " +
-				"is named) through every context policy at each window, prices every request with prompt " +
-				"caching, and prints a Markdown report (JSON with -json). -out writes the report, its JSON and " +
-				"SVG charts; -sweep-fidelity, -sweep and -sweep-ladder print parameter grids instead.",
+			"Bench replays agent trajectories (directories or .jsonl files: Pi, Claude Code and Codex session " +
+				"files or the bench format; in a checkout, testdata/trajectories when none is named) through " +
+				"every context policy at each window, prices every request with prompt caching, and prints a " +
+				"Markdown report (JSON with -json). A directory is searched through, as the folder Pi writes " +
+				"its sessions to (~/.pi/agent/sessions) is laid out; files in it that are not sessions to " +
+				"replay (context-fold's seed index, other formats, sessions with no model request) are skipped " +
+				"with one note on stderr. -out writes the report, its JSON and SVG charts; -sweep-fidelity, " +
+				"-sweep and -sweep-ladder print parameter grids instead.",
 			benchCmd},
 		{"inspect", []form{{"[-json] [-store dir] [session]", "report a session's fold events, codes and recall check"}},
 			"Inspect reads a Pi session or a conversation contextfold proxy folded and reports its fold " +

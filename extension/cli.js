@@ -21,13 +21,22 @@ const notSelf = (dir) => {
 		return true;
 	}
 };
+// The last guard: a launcher started by a launcher stops at once.
+if (process.env.CONTEXTFOLD_LAUNCHER) {
+	process.stderr.write(`contextfold: ${process.env.CONTEXTFOLD_LAUNCHER} found a launcher, not the engine; set CONTEXTFOLD_BIN to the engine\n`);
+	process.exit(1);
+}
 const PATH = (process.env.PATH ?? process.env.Path ?? "").split(delimiter).filter(notSelf).join(delimiter);
 const where = locate({ env: { ...process.env, PATH, Path: PATH } });
 if (!where.found) {
 	process.stderr.write(`contextfold: ${notFoundMessage(where)}\n`);
 	process.exit(1);
 }
-const child = spawn(where.found.bin, process.argv.slice(2), { stdio: "inherit", windowsHide: true });
+const child = spawn(where.found.bin, process.argv.slice(2), {
+	stdio: "inherit",
+	windowsHide: true,
+	env: { ...process.env, CONTEXTFOLD_LAUNCHER: self },
+});
 /** @type {NodeJS.Signals[]} */
 const signals = ["SIGINT", "SIGTERM", "SIGHUP"];
 // A signal sent to the launcher goes to the engine, which decides what it

@@ -281,7 +281,7 @@ func TestInstallFromTarballsWithoutGo(t *testing.T) {
 	}
 	// The package's bin puts contextfold in node_modules/.bin (on PATH
 	// after npm install -g): the launcher runs the platform package's engine.
-	cf := installedCLI(t, root, prefix)
+	cf := installedCLI(t, filepath.Join(root, "node-bin"), filepath.Join(prefix, "node_modules", ".bin", "contextfold"))
 	if out, code := cf("version"); code != 0 || !strings.HasPrefix(out, "contextfold "+version.Number+" (build ") {
 		t.Fatalf("node_modules/.bin/contextfold version: exit %d\n%s", code, out)
 	}
@@ -323,19 +323,19 @@ func TestInstallFromTarballsWithoutGo(t *testing.T) {
 	t.Logf("%d requests, up to %d blocks folded in one; engine %s", len(reqs), folded, engine)
 }
 
-// installedCLI returns a runner of the contextfold npm put in prefix's
-// node_modules/.bin, with Pi's Node on a PATH without Go (as npmInstall
-// ran npm), giving its combined output and exit code.
-func installedCLI(t *testing.T, root, prefix string) func(args ...string) (string, int) {
+// installedCLI returns a runner of bin, the contextfold npm put in a
+// node_modules/.bin, with nodeDir's Node on a PATH without Go (as npm ran),
+// giving its combined output and exit code.
+func installedCLI(t *testing.T, nodeDir, bin string) func(args ...string) (string, int) {
 	t.Helper()
-	bin := filepath.Join(prefix, "node_modules", ".bin", "contextfold")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("npm put no contextfold in node_modules/.bin (the package's bin): %v", err)
 	}
+	home := t.TempDir()
 	return func(args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		cmd.Env = []string{"PATH=" + noGoPath(t, filepath.Join(root, "node-bin")), "HOME=" + filepath.Join(root, "npm-home")}
+		cmd.Env = []string{"PATH=" + noGoPath(t, nodeDir), "HOME=" + home}
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		if err != nil && !errors.As(err, &exit) {
@@ -540,6 +540,15 @@ func TestPiInstallFromRegistry(t *testing.T) {
 	}
 	if len(installed) != 1 || installed[0] != "contextfold-"+plat {
 		t.Fatalf("engine packages installed: %v, want only contextfold-%s", installed, plat)
+	}
+	// Where the README says a Pi user finds contextfold.
+	nodeDir := t.TempDir()
+	if err := os.Symlink(LocatePi(t).Node, filepath.Join(nodeDir, "node")); err != nil {
+		t.Fatal(err)
+	}
+	cf := installedCLI(t, nodeDir, filepath.Join(mods, ".bin", "contextfold"))
+	if out, code := cf("version"); code != 0 || !strings.HasPrefix(out, "contextfold "+version.Number+" (build ") {
+		t.Fatalf("~/.pi/agent/npm/node_modules/.bin/contextfold version: exit %d\n%s", code, out)
 	}
 	res := printInstalled(t, env, "Run gen.sh for every step, then report.", false)
 	if msgs := engineMessages(res.Stderr); len(msgs) != 0 {

@@ -6,28 +6,18 @@
 // Arguments, stdio, the exit code and signals pass through unchanged.
 import { spawn } from "node:child_process";
 import { realpathSync } from "node:fs";
-import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { exeName, locate, notFoundMessage } from "./locate.js";
+import { locate, notFoundMessage } from "./locate.js";
 
-// This launcher is itself a "contextfold" on PATH: the PATH fallback must
-// not find it, or it would run itself forever.
+// This launcher is itself a "contextfold" on PATH: locate passes over it
+// (and over any copy of it) there.
 const self = realpathSync(fileURLToPath(import.meta.url));
-/** @param {string} dir */
-const notSelf = (dir) => {
-	try {
-		return realpathSync(join(dir, exeName())) !== self;
-	} catch {
-		return true;
-	}
-};
 // The last guard: a launcher started by a launcher stops at once.
 if (process.env.CONTEXTFOLD_LAUNCHER) {
 	process.stderr.write(`contextfold: ${process.env.CONTEXTFOLD_LAUNCHER} found a launcher, not the engine; set CONTEXTFOLD_BIN to the engine\n`);
 	process.exit(1);
 }
-const PATH = (process.env.PATH ?? process.env.Path ?? "").split(delimiter).filter(notSelf).join(delimiter);
-const where = locate({ env: { ...process.env, PATH, Path: PATH } });
+const where = locate();
 if (!where.found) {
 	process.stderr.write(`contextfold: ${notFoundMessage(where)}\n`);
 	process.exit(1);

@@ -2,9 +2,9 @@
 // Plain JavaScript, because npm runs the install check (install.js) with
 // whatever Node it finds; the adapter imports the same code. The package's
 // package.json is the one source of the version and of the platform list.
-import { accessSync, constants, readFileSync, statSync } from "node:fs";
+import { accessSync, constants, readFileSync, realpathSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { delimiter, dirname, join } from "node:path";
+import { basename, delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The protocol version this adapter speaks (internal/pi/protocol.Version). */
@@ -78,9 +78,25 @@ function isFile(p) {
 }
 
 /**
+ * Whether p is (a link to) the launcher of a copy of this package: its
+ * extension/cli.js, beside a package.json of this package's name.
+ * @param {string} p
+ */
+function isLauncher(p) {
+	try {
+		const real = realpathSync(p);
+		if (basename(real) !== "cli.js" || basename(dirname(real)) !== "extension") return false;
+		return JSON.parse(readFileSync(join(dirname(real), "..", "package.json"), "utf8")).name === PACKAGE_NAME;
+	} catch {
+		return false;
+	}
+}
+
+/**
  * Finds the engine: CONTEXTFOLD_BIN (an explicit choice: never passed over),
  * then the platform package resolved from this package's location, then the
- * package's own bin/ (a build from a checkout), then PATH. `tried` names
+ * package's own bin/ (a build from a checkout), then PATH (where the
+ * package's own launcher is not the engine). `tried` names
  * every place looked at, for the one message when none fits.
  * @param {{ env?: NodeJS.ProcessEnv, platform?: string, arch?: string, packageDir?: string, resolve?: (id: string) => string }} [o]
  * @returns {Located}
@@ -130,11 +146,13 @@ export function locate(o = {}) {
 	if (!whyOwn) return hit(own, "package bin/");
 	tried.push(`${own} (${whyOwn === "no such file" ? "missing" : whyOwn})`);
 
-	// As a shell does, PATH passes over files it cannot run.
+	// As a shell does, PATH passes over files it cannot run; and over this
+	// package's own launcher (its bin, extension/cli.js), which npm puts on
+	// PATH as contextfold, and which runs the engine rather than being it.
 	const path = env.PATH ?? env.Path ?? "";
 	for (const dir of path.split(delimiter)) {
 		const p = dir && join(dir, exe);
-		if (p && !unusable(p, os)) return hit(p, "PATH");
+		if (p && !unusable(p, os) && !isLauncher(p)) return hit(p, "PATH");
 	}
 	tried.push(`${exe} on PATH (not found)`);
 	return { found: null, platform: plat, tried, checkout };

@@ -5,7 +5,7 @@ BIN := bin/contextfold
 BUILD_ID := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
 LDFLAGS := -X github.com/contextfold/contextfold/internal/core/version.build=$(BUILD_ID)
 
-.PHONY: all build test check cross gotest tstest dist release fuzz bench bench-adapter clean
+.PHONY: all build test check cross gotest tstest dist pack release fuzz bench bench-adapter clean
 
 all: build
 
@@ -44,6 +44,11 @@ gotest: build dist
 # PUBLISH=1, which needs npm credentials (RELEASING.md).
 dist:
 	@$(PI_ENV); GO="$(GO)" NODE="$$CONTEXTFOLD_NODE" .ci/dist.sh
+
+# pack: dist/ for this machine alone (its engine and the Pi package), with
+# Go and the node and npm on PATH: no .cache/ download (README, Install).
+pack:
+	@GO="$(GO)" PLATFORMS=host .ci/dist.sh
 
 release: dist
 	@$(PI_ENV); PUBLISH="$(PUBLISH)" NODE="$$CONTEXTFOLD_NODE" .ci/release.sh

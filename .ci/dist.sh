@@ -3,7 +3,11 @@
 # (contextfold-<platform>, one stripped binary cross-compiled with cgo off)
 # and the Pi package, each an `npm pack` tarball, plus SHA256SUMS.
 # package.json is the source of the version and of the platform list.
-# Env: GO, NODE, NPM (default: go, node, npm on PATH).
+# Env: GO, NODE, NPM (default: go, node, npm on PATH); PLATFORMS: the engine
+# packages to build, space-separated (linux-x64 …), or "host" for this
+# machine's alone (`make pack`); default all of package.json's.
+# Node only reads package.json and npm only packs, so any Node npm runs on
+# will do (20 included); Pi's Node is not needed to pack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO="${GO:-go}"; NODE="${NODE:-node}"; NPM="${NPM:-npm}"
@@ -11,7 +15,15 @@ GO="${GO:-go}"; NODE="${NODE:-node}"; NPM="${NPM:-npm}"
 pkg() { "$NODE" -e "const p=require('./package.json');process.stdout.write(String($1))"; }
 VERSION="$(pkg p.version)"
 NAME="$(pkg p.name)"
-PLATFORMS="$(pkg "Object.keys(p.optionalDependencies).filter(n=>n.startsWith('contextfold-')).map(n=>n.slice(12)).join(' ')")"
+ALL="$(pkg "Object.keys(p.optionalDependencies).filter(n=>n.startsWith('contextfold-')).map(n=>n.slice(12)).join(' ')")"
+HOST="$("$NODE" -p 'process.platform+"-"+process.arch')"
+case "${PLATFORMS:-}" in
+  "") PLATFORMS="$ALL" ;;
+  host) PLATFORMS="$HOST" ;;
+esac
+for plat in $PLATFORMS; do
+  [[ " $ALL " == *" $plat "* ]] || { echo "dist: no engine package for $plat (package.json has $ALL)" >&2; exit 2; }
+done
 BUILD="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if [[ "$BUILD" != unknown ]] && ! git diff --quiet HEAD -- 2>/dev/null; then BUILD="$BUILD-dirty"; fi
 LDFLAGS="-s -w -X github.com/contextfold/contextfold/internal/core/version.build=$BUILD"
@@ -40,8 +52,8 @@ done
 echo "dist: $NAME" >&2
 "$NPM" pack --silent --pack-destination dist >/dev/null
 # The host build must report exactly this version (the adapter checks it).
-if [[ -x "dist/npm/contextfold-$("$NODE" -p 'process.platform+"-"+process.arch')/bin/contextfold" ]]; then
-  got="$("dist/npm/contextfold-$("$NODE" -p 'process.platform+"-"+process.arch')/bin/contextfold" version -json)"
+if [[ -x "dist/npm/contextfold-$HOST/bin/contextfold" ]]; then
+  got="$("dist/npm/contextfold-$HOST/bin/contextfold" version -json)"
   [[ "$got" == *"\"version\":\"$VERSION\""* ]] || { echo "dist: engine reports $got, package.json says $VERSION" >&2; exit 1; }
 fi
 (cd dist && sha256sum ./*.tgz | sed 's#\./##' >SHA256SUMS)

@@ -135,14 +135,14 @@ func TestTarballContents(t *testing.T) {
 	}
 	files := packed(t, tarball(t, dist, mainPackage))
 	var size int64
-	allowed := regexp.MustCompile(`^package/(LICENSE|README\.md|package\.json|index\.ts|extension/[a-z]+\.ts|extension/(locate|install)\.js)$`)
+	allowed := regexp.MustCompile(`^package/(LICENSE|README\.md|package\.json|index\.ts|extension/[a-z]+\.ts|extension/(locate|install|cli)\.js)$`)
 	for n, h := range files {
 		size += h.Size
 		if !allowed.MatchString(n) {
 			t.Errorf("%s holds %s, which the user does not run", mainPackage, n)
 		}
 	}
-	for _, must := range []string{"package/index.ts", "package/extension/index.ts", "package/extension/locate.js", "package/extension/install.js", "package/LICENSE"} {
+	for _, must := range []string{"package/index.ts", "package/extension/index.ts", "package/extension/locate.js", "package/extension/install.js", "package/extension/cli.js", "package/LICENSE"} {
 		if files[must] == nil {
 			t.Errorf("%s lacks %s", mainPackage, must)
 		}
@@ -279,6 +279,15 @@ func TestInstallFromTarballsWithoutGo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("npm did not install the engine package: %v", err)
 	}
+	// The package's bin puts contextfold in node_modules/.bin (on PATH
+	// after npm install -g): the launcher runs the platform package's engine.
+	cf := installedCLI(t, filepath.Join(root, "node-bin"), filepath.Join(prefix, "node_modules", ".bin", "contextfold"))
+	if out, code := cf("version"); code != 0 || !strings.HasPrefix(out, "contextfold "+version.Number+" (build ") {
+		t.Fatalf("node_modules/.bin/contextfold version: exit %d\n%s", code, out)
+	}
+	if out, code := cf("no-such-command"); code != 2 || !strings.Contains(out, `unknown command "no-such-command"`) {
+		t.Fatalf("the launcher does not pass the engine's exit code through: exit %d\n%s", code, out)
+	}
 
 	ls := &LongSession{Steps: 40}
 	env := installedEnv(t, Config{Script: ls, Compaction: noCompaction}, pkgDir)
@@ -302,7 +311,38 @@ func TestInstallFromTarballsWithoutGo(t *testing.T) {
 	if line := grepLine(st.Stdout+st.Stderr, want); line == "" || !strings.HasSuffix(line, " at "+engine) {
 		t.Fatalf("status does not name %s as the engine:\n%s%s", engine, st.Stdout, st.Stderr)
 	}
+	// An offline tool through the launcher, on the session Pi just wrote.
+	sessions := env.Sessions()
+	if len(sessions) == 0 {
+		t.Fatal("no session file")
+	}
+	out, code := cf("inspect", sessions[0].Path)
+	if m := regexp.MustCompile(`(?m)^(\d+) fold events`).FindStringSubmatch(out); code != 0 || m == nil || m[1] == "0" {
+		t.Fatalf("node_modules/.bin/contextfold inspect: exit %d\n%s", code, out)
+	}
 	t.Logf("%d requests, up to %d blocks folded in one; engine %s", len(reqs), folded, engine)
+}
+
+// installedCLI returns a runner of bin, the contextfold npm put in a
+// node_modules/.bin, with nodeDir's Node on a PATH without Go (as npm ran),
+// giving its combined output and exit code.
+func installedCLI(t *testing.T, nodeDir, bin string) func(args ...string) (string, int) {
+	t.Helper()
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("npm put no contextfold in node_modules/.bin (the package's bin): %v", err)
+	}
+	home := t.TempDir()
+	return func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=" + noGoPath(t, nodeDir), "HOME=" + home}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("%s %v: %v", bin, args, err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
 }
 
 func grepLine(text, sub string) string {
@@ -500,6 +540,15 @@ func TestPiInstallFromRegistry(t *testing.T) {
 	}
 	if len(installed) != 1 || installed[0] != "contextfold-"+plat {
 		t.Fatalf("engine packages installed: %v, want only contextfold-%s", installed, plat)
+	}
+	// Where the README says a Pi user finds contextfold.
+	nodeDir := t.TempDir()
+	if err := os.Symlink(LocatePi(t).Node, filepath.Join(nodeDir, "node")); err != nil {
+		t.Fatal(err)
+	}
+	cf := installedCLI(t, nodeDir, filepath.Join(mods, ".bin", "contextfold"))
+	if out, code := cf("version"); code != 0 || !strings.HasPrefix(out, "contextfold "+version.Number+" (build ") {
+		t.Fatalf("~/.pi/agent/npm/node_modules/.bin/contextfold version: exit %d\n%s", code, out)
 	}
 	res := printInstalled(t, env, "Run gen.sh for every step, then report.", false)
 	if msgs := engineMessages(res.Stderr); len(msgs) != 0 {

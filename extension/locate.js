@@ -2,9 +2,9 @@
 // Plain JavaScript, because npm runs the install check (install.js) with
 // whatever Node it finds; the adapter imports the same code. The package's
 // package.json is the one source of the version and of the platform list.
-import { accessSync, constants, readFileSync, statSync } from "node:fs";
+import { accessSync, constants, readFileSync, realpathSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { delimiter, dirname, join } from "node:path";
+import { basename, delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The protocol version this adapter speaks (internal/pi/protocol.Version). */
@@ -78,9 +78,25 @@ function isFile(p) {
 }
 
 /**
+ * Whether p is (a link to) the launcher of a copy of this package: its
+ * extension/cli.js, beside a package.json of this package's name.
+ * @param {string} p
+ */
+function isLauncher(p) {
+	try {
+		const real = realpathSync(p);
+		if (basename(real) !== "cli.js" || basename(dirname(real)) !== "extension") return false;
+		return JSON.parse(readFileSync(join(dirname(real), "..", "package.json"), "utf8")).name === PACKAGE_NAME;
+	} catch {
+		return false;
+	}
+}
+
+/**
  * Finds the engine: CONTEXTFOLD_BIN (an explicit choice: never passed over),
  * then the platform package resolved from this package's location, then the
- * package's own bin/ (a build from a checkout), then PATH. `tried` names
+ * package's own bin/ (a build from a checkout), then PATH (where the
+ * package's own launcher is not the engine). `tried` names
  * every place looked at, for the one message when none fits.
  * @param {{ env?: NodeJS.ProcessEnv, platform?: string, arch?: string, packageDir?: string, resolve?: (id: string) => string }} [o]
  * @returns {Located}
@@ -130,11 +146,13 @@ export function locate(o = {}) {
 	if (!whyOwn) return hit(own, "package bin/");
 	tried.push(`${own} (${whyOwn === "no such file" ? "missing" : whyOwn})`);
 
-	// As a shell does, PATH passes over files it cannot run.
+	// As a shell does, PATH passes over files it cannot run; and over this
+	// package's own launcher (its bin, extension/cli.js), which npm puts on
+	// PATH as contextfold, and which runs the engine rather than being it.
 	const path = env.PATH ?? env.Path ?? "";
 	for (const dir of path.split(delimiter)) {
 		const p = dir && join(dir, exe);
-		if (p && !unusable(p, os)) return hit(p, "PATH");
+		if (p && !unusable(p, os) && !isLauncher(p)) return hit(p, "PATH");
 	}
 	tried.push(`${exe} on PATH (not found)`);
 	return { found: null, platform: plat, tried, checkout };
@@ -153,10 +171,20 @@ export function notFoundMessage(l) {
 		return `no contextfold engine: ${l.tried[0]}. Fix: ${chmod}point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary${alt}`;
 	}
 	const fix = PLATFORMS.includes(l.platform)
-		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): pi install npm:${PACKAGE_NAME}@${VERSION}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
+		? `install ${ENGINE_PACKAGE_PREFIX}${l.platform}@${VERSION} with the package (npm does unless optional dependencies are omitted): ${reinstall(l.platform)}; or set CONTEXTFOLD_BIN to a contextfold ${VERSION} binary`
 		: `build the engine with Go from the ${VERSION} source (make build) and set CONTEXTFOLD_BIN to it`;
 	const here = l.checkout && PLATFORMS.includes(l.platform) ? `; or, with Go, make build in ${l.checkout}` : "";
 	return `no contextfold engine for ${l.platform}; tried ${l.tried.join("; ")}. Fix: ${fix}${here}`;
+}
+
+/**
+ * The reinstall that works before the packages are published (RELEASING.md):
+ * both tarballs of one `make pack` (or `make dist`) into one npm prefix, as
+ * the README's Install says.
+ * @param {string} platform
+ */
+function reinstall(platform) {
+	return `in a checkout of ${VERSION}, make pack, then npm install --offline --prefix <dir> --legacy-peer-deps ./dist/${PACKAGE_NAME}-${VERSION}.tgz ./dist/${ENGINE_PACKAGE_PREFIX}${platform}-${VERSION}.tgz and pi install <dir>/node_modules/${PACKAGE_NAME} (README, Install)`;
 }
 
 /**
@@ -179,7 +207,7 @@ function fixFor(found) {
 		case "CONTEXTFOLD_BIN":
 			return `point CONTEXTFOLD_BIN at a contextfold ${VERSION} binary, or unset it to use the package's own engine`;
 		case "platform package":
-			return `reinstall the package: pi install npm:${PACKAGE_NAME}@${VERSION}`;
+			return `reinstall the package with its engine: ${reinstall(`${process.platform}-${process.arch}`)}`;
 		case "package bin/":
 			return `rebuild it: make build in ${PACKAGE_DIR}`;
 		default:

@@ -64,11 +64,25 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	paths := fs.Args()
 	if len(paths) == 0 && *synthetic == 0 {
-		paths = []string{"testdata/trajectories"}
+		// A checkout's sample is the default; anywhere else there is no
+		// default to guess: say what to name.
+		if st, err := os.Stat(sampleDir); err != nil || !st.IsDir() {
+			sessions, err := piSessionsDir()
+			if err != nil {
+				sessions = "~/.pi/agent/sessions"
+			}
+			return usageError(stderr, "bench", "name the sessions to replay, e.g. Pi's: contextfold bench %s (%s, the default, is only in a checkout)", sessions, sampleDir)
+		}
+		paths = []string{sampleDir}
 	}
 	var traces []*bench.Trace
 	if len(paths) > 0 {
-		if traces, err = bench.LoadAll(paths, *system); err != nil {
+		var skipped []bench.Skip
+		traces, skipped, err = bench.Gather(paths, *system)
+		if len(skipped) > 0 {
+			fmt.Fprintln(stderr, skipNote(len(traces), skipped))
+		}
+		if err != nil {
 			fmt.Fprintln(stderr, "contextfold bench:", err)
 			return 1
 		}
@@ -134,6 +148,33 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wrote %s\n", *out)
 	}
 	return 0
+}
+
+// sampleDir is the sample of real sessions in a checkout, bench's default.
+const sampleDir = "testdata/trajectories"
+
+// skipNote is the one line that says which files bench skipped, how many
+// for each reason, and one failure's error as an example.
+func skipNote(kept int, skipped []bench.Skip) string {
+	count := map[string]int{}
+	var example *bench.Skip
+	for i, s := range skipped {
+		count[s.Why]++
+		if example == nil && s.Err != nil {
+			example = &skipped[i]
+		}
+	}
+	var parts []string
+	for _, why := range []string{bench.SkipOwn, bench.SkipFormat, bench.SkipMalformed, bench.SkipNoRequest} {
+		if n := count[why]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, why))
+		}
+	}
+	note := fmt.Sprintf("contextfold bench: skipped %d of %d files that are not sessions to replay: %s", len(skipped), kept+len(skipped), strings.Join(parts, ", "))
+	if example != nil {
+		note += " (e.g. " + example.Err.Error() + ")"
+	}
+	return note
 }
 
 func parseWindows(list string, one int) ([]int, error) {

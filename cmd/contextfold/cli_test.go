@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ var flagsOf = map[string][]string{
 	"demo":    {"-window", "-svg", "-every"},
 	"bench":   {"-windows", "-window", "-out", "-json", "-half", "-quiet"},
 	"inspect": {"-json", "-store"},
-	"recall":  {"-grep", "-lines", "-chars", "-search", "-store"},
+	"recall":  {"-grep", "-lines", "-chars", "-search", "-raw", "-store"},
 	"handoff": {"-goal", "-print"},
 	"lexicon": {"-samples"},
 	"mcp":     {"-store"},
@@ -168,7 +169,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"recall"}, {"recall", "f"}, {"recall", "-grep"},
 		{"recall", "-lines", "abc", "f", "c"}, {"recall", "f", "c", "-lines", "5-2"}, {"recall", "f", "c", "-lines=40"},
 		{"recall", "f", "c", "-chars", "9-2"}, {"recall", "-chars=x", "f", "c"}, {"recall", "f", "c", "-chars"},
-		{"handoff"}, {"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
+		{"recall", "f", "c", "-raw", "-grep", "x"}, {"recall", "f", "a", "b", "-raw"}, {"recall", "f", "-raw", "-search", "x"},
+		{"handoff", "a", "b"}, {"lexicon"}, {"lexicon", "-samples", "-1", "x"},
 		{"proxy", "-max-memory", "0"}, {"proxy", "-window", "-1"},
 	}
 	for _, c := range commands() {
@@ -487,4 +489,156 @@ func proxyConversation(t *testing.T, dir string) (code, text string) {
 		t.Fatal(err)
 	}
 	return code, text
+}
+
+// bigOutput is a tool output well past a whole read's cap: 600 lines, an
+// ERROR among them.
+func bigOutput() string {
+	var b strings.Builder
+	for k := 1; k <= 600; k++ {
+		if k == 300 {
+			b.WriteString("ERROR: the middle failed\n")
+			continue
+		}
+		fmt.Fprintf(&b, "line %d of the big output: the quick brown fox jumps\n", k)
+	}
+	return b.String()
+}
+
+// TestRecallRaw: -raw writes one block's exact original to stdout, nothing
+// else, past the whole read's cap (whose note now names it); a block whose
+// text fails the fold-time sha256 writes nothing and exits 1. Before it,
+// a whole read stopped at the cap with no way past it.
+func TestRecallRaw(t *testing.T) {
+	big := bigOutput()
+	file := foldedSessionWith(t, big, nil)
+	code := digest.ScopedCode("s1", "r:c0")
+	cli := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		c := run(args, &out, &errb)
+		return c, out.String(), errb.String()
+	}
+	if c, out, errs := cli("recall", file, code); c != 0 || !strings.Contains(out, "(~2000 tok cap) — use -lines <a-b> or -grep <term> for the rest; -raw writes all of it") {
+		t.Fatalf("a capped whole read: %d %q\n%.400s", c, errs, out)
+	}
+	for _, args := range [][]string{
+		{"recall", file, code, "-raw"},
+		{"recall", "-raw", file, "{#" + code + " FOLDED}"},
+	} {
+		if c, out, errs := cli(args...); c != 0 || errs != "" || out != big {
+			t.Errorf("%v: exit %d, stderr %q, %d bytes out, want the %d original bytes", args, c, errs, len(out), len(big))
+		}
+	}
+	tampered := foldedSessionWith(t, big, func(m []json.RawMessage) {
+		m[2] = json.RawMessage(strings.Replace(string(m[2]), "the middle failed", "the middle passed", 1))
+	})
+	if c, out, errs := cli("recall", tampered, code, "-raw"); c != 1 || out != "" || !strings.HasPrefix(errs, "contextfold recall: "+code+": ") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("a tampered block: exit %d, stdout %q, stderr %q", c, out, errs)
+	}
+	if c, out, errs := cli("recall", file, "zzzzzz", "-raw"); c != 1 || out != "" || errs != "contextfold recall: zzzzzz: no folded block with that code\n" {
+		t.Errorf("an unknown code: exit %d, stdout %q, stderr %q", c, out, errs)
+	}
+	// A proxy conversation's block, invalid UTF-8 and all.
+	store := t.TempDir()
+	proxyCode, proxyText := proxyConversation(t, store)
+	files, _ := foldstore.Files(store)
+	if c, out, errs := cli("recall", files[0], proxyCode, "-raw"); c != 0 || errs != "" || out != proxyText {
+		t.Errorf("a proxy block: exit %d, stderr %q, %q", c, errs, out)
+	}
+}
+
+// TestRecallHintsAreFlags: whatever contextfold recall prints names the
+// command's flags (-lines 1-5), never recall_folded's arguments (lines=1-5).
+func TestRecallHintsAreFlags(t *testing.T) {
+	long := "head " + strings.Repeat("0123456789", 3000) + " tail\n" + bigOutput()
+	file := foldedSessionWith(t, long, nil)
+	code := digest.ScopedCode("s1", "r:c0")
+	for _, args := range [][]string{
+		{code}, {code, "-lines", "1-3"}, {code, "-lines", "2-700"}, {code, "-grep", "ERROR"}, {code, "-grep", "tail"},
+		{code, "-chars", "1-7200"}, {code, "-chars", "7201-30000"}, {"-search", "ERROR"}, {"-search", "0123456789"}, {code, "-search", "ERROR"},
+	} {
+		var out, errb bytes.Buffer
+		c := run(append([]string{"recall", file}, args...), &out, &errb)
+		if c != 0 {
+			t.Errorf("%v: exit %d %s", args, c, errb.String())
+		}
+		for _, tool := range []string{"lines=", "chars=", "grep=", "search=", "code=", "codes="} {
+			if strings.Contains(out.String()+errb.String(), tool) {
+				t.Errorf("%v prints the tool's %s:\n%.600s", args, tool, out.String())
+			}
+		}
+	}
+}
+
+// TestPiCwdFolder: the folder Pi names after a working directory, as its
+// session manager encodes it (the first separator dropped, separators and
+// colons dashes).
+func TestPiCwdFolder(t *testing.T) {
+	for _, tc := range []struct{ wd, want string }{
+		{"/home/me/project", "--home-me-project--"},
+		{"/", "----"},
+		{"//srv/x", "---srv-x--"},
+		{`C:\Users\me`, "--C--Users-me--"},
+		{`\\host\share`, "---host-share--"},
+	} {
+		if got := piCwdFolder(tc.wd); got != tc.want {
+			t.Errorf("piCwdFolder(%q) = %q, want %q", tc.wd, got, tc.want)
+		}
+	}
+}
+
+// TestOfflineLatestAndIDs: inspect and handoff, like recall, take the id
+// Pi prints or nothing (the latest session of the current directory, named
+// on stderr); with PI_CODING_AGENT_SESSION_DIR, Pi keeps every directory's
+// sessions in that one folder and the latest is the newest whose header
+// names the current directory.
+func TestOfflineLatestAndIDs(t *testing.T) {
+	file := foldedSession(t, nil)
+	data, _ := os.ReadFile(file)
+	wd := t.TempDir()
+	t.Chdir(wd)
+	wd, _ = os.Getwd()
+	id := "01a24f41-8fbd-77d3-b8fe-4186b7050dbf"
+	cli := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		c := run(args, &out, &errb)
+		return c, out.String(), errb.String()
+	}
+
+	agent := t.TempDir()
+	t.Setenv("PI_CODING_AGENT_DIR", agent)
+	named := filepath.Join(agent, "sessions", piCwdFolder(wd), "2026-12-02T00-00-00-000Z_"+id+".jsonl")
+	os.MkdirAll(filepath.Dir(named), 0o755)
+	os.WriteFile(named, data, 0o644)
+	store := t.TempDir() // no proxy conversations
+	if c, out, errs := cli("inspect", "-store", store); c != 0 || errs != "contextfold inspect: reading the latest session, Pi session "+named+"\n" || !strings.Contains(out, "1 fold event, ") {
+		t.Errorf("inspect: exit %d, stderr %q\n%.300s", c, errs, out)
+	}
+	for _, args := range [][]string{{"handoff", id[:8], "-goal", "go on"}, {"handoff", "-goal", "go on"}} {
+		c, out, errs := cli(args...)
+		if c != 0 || !strings.HasSuffix(strings.TrimSpace(out), ".md") {
+			t.Errorf("%v: exit %d, stderr %q\n%s", args, c, errs, out)
+		}
+		if latest := len(args) == 3; latest != strings.Contains(errs, "reading the latest session, Pi session "+named) {
+			t.Errorf("%v: stderr %q", args, errs)
+		}
+	}
+
+	// Sessions moved into one folder: the newest of this directory wins
+	// over a newer one of another.
+	flat := t.TempDir()
+	t.Setenv("PI_CODING_AGENT_SESSION_DIR", flat)
+	mine := filepath.Join(flat, "2026-12-02T00-00-00-000Z_"+id+".jsonl")
+	os.WriteFile(mine, []byte(strings.Replace(string(data), `"cwd":"/w"`, `"cwd":`+strconv.Quote(wd), 1)), 0o644)
+	other := filepath.Join(flat, "2026-12-03T00-00-00-000Z_99999999-8fbd-77d3-b8fe-4186b7050dbf.jsonl")
+	os.WriteFile(other, data, 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(mine, old, old)
+	code := digest.ScopedCode("s1", "r:c0")
+	if c, out, errs := cli("recall", code, "-store", store); c != 0 || errs != "contextfold recall: reading the latest session, Pi session "+mine+"\n" || !strings.Contains(out, "✓ "+code) {
+		t.Errorf("latest with PI_CODING_AGENT_SESSION_DIR: exit %d, stderr %q\n%.300s", c, errs, out)
+	}
+	if c, _, errs := cli("inspect", "99999999", "-store", store); c != 0 || errs != "" {
+		t.Errorf("an id with PI_CODING_AGENT_SESSION_DIR: exit %d, stderr %q", c, errs)
+	}
 }

@@ -87,10 +87,14 @@ func commands() []command {
 				"both at Anthropic-style prices, with a chart. It needs no arguments, network or key.",
 			demoCmd},
 		{"bench", []form{{"[flags] [trajectory dir or file]...", "replay sessions through context policies and price them"}},
-			"Bench replays agent trajectories (directories or .jsonl files; testdata/trajectories when none " +
-				"is named) through every context policy at each window, prices every request with prompt " +
-				"caching, and prints a Markdown report (JSON with -json). -out writes the report, its JSON and " +
-				"SVG charts; -sweep-fidelity, -sweep and -sweep-ladder print parameter grids instead.",
+			"Bench replays agent trajectories (directories or .jsonl files: Pi, Claude Code and Codex session " +
+				"files or the bench format; in a checkout, testdata/trajectories when none is named) through " +
+				"every context policy at each window, prices every request with prompt caching, and prints a " +
+				"Markdown report (JSON with -json). A directory is searched through, as the folder Pi writes " +
+				"its sessions to (~/.pi/agent/sessions) is laid out; files in it that are not sessions to " +
+				"replay (context-fold's seed index, other formats, sessions with no model request) are skipped " +
+				"with one note on stderr. -out writes the report, its JSON and SVG charts; -sweep-fidelity, " +
+				"-sweep and -sweep-ladder print parameter grids instead.",
 			benchCmd},
 		{"inspect", []form{{"[-json] [-store dir] [session]", "report a session's fold events, codes and recall check"}},
 			"Inspect reads a Pi session or a conversation contextfold proxy folded and reports its fold " +
@@ -104,6 +108,7 @@ func commands() []command {
 		{"recall", []form{
 			{"[session] <code>... [-grep T] [-lines a-b] [-chars a-b]", "read folded blocks back from a session, verified"},
 			{"[session] -search T", "find which folded blocks hold a term"},
+			{"[session] <code> -raw", "write one folded block's exact original to stdout, verified"},
 		},
 			"Recall reads folded blocks back from a Pi session or a proxy conversation exactly as the " +
 				"recall_folded tool does: each verified against its fold-time sha256 and labelled with what was " +
@@ -111,11 +116,14 @@ func commands() []command {
 				"A code is bare (q6fnlt) or the whole tag ({#q6fnlt FOLDED}). A whole read is capped; -grep " +
 				"keeps the lines holding a term, -lines reads a line range, -chars a character range verbatim " +
 				"(a page at a time: the way through a line too long to read whole). -search without a code " +
-				"sweeps every folded block for a term. Flags may come after the arguments. Exits 1 when no " +
-				"code could be read.",
+				"sweeps every folded block for a term. -raw writes one block's exact original to stdout, its " +
+				"bytes and nothing else (for a redirect or a pipe), after checking them against the fold-time " +
+				"sha256: when they fail, nothing is written and it exits 1. Flags may come after the " +
+				"arguments. Exits 1 when no code could be read.",
 			recallCmd},
-		{"handoff", []form{{`<session.jsonl> [-goal "…"] [-print]`, "write the /fold-handoff seed for a session file"}},
-			"Handoff writes the seed /fold-handoff writes for a Pi session file: the goal verbatim, a " +
+		{"handoff", []form{{`[session] [-goal "…"] [-print]`, "write the /fold-handoff seed for a Pi session"}},
+			"Handoff writes the seed /fold-handoff writes for a Pi session (a file, the id Pi prints or a " +
+				"unique prefix of it, or, when none is named, the newest of the current directory): the goal verbatim, a " +
 				"bounded index of what the session folded, and the session file's path, to " +
 				"<sessionDir>/context-fold/<sessionId>/handoff-<sessionId>.md, and prints that path " +
 				"(-print prints the seed first). Flags may come after the file.",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/core/digest"
 	"github.com/contextfold/contextfold/internal/core/recall"
+	"github.com/contextfold/contextfold/internal/core/registry"
 	"github.com/contextfold/contextfold/internal/pi/service"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
@@ -28,6 +29,9 @@ func inspectCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold inspect:", err)
 		return 1
+	}
+	if fs.Arg(0) == "" {
+		fmt.Fprintln(stderr, "contextfold inspect: reading the latest session,", t)
 	}
 	var in any
 	var write func()
@@ -66,8 +70,9 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 	lines := fs.String("lines", "", "only lines `a-b` (1-based, inclusive, a ≤ b), e.g. 40-80")
 	chars := fs.String("chars", "", "only characters `a-b`, verbatim (1-based, inclusive, a ≤ b, in UTF-16 units), e.g. 1-7200; wins over -lines and -grep")
 	search := fs.String("search", "", "find which folded blocks hold `T` (no code needed); with codes, grep them for it")
+	raw := fs.Bool("raw", false, "write one block's exact original to stdout, its bytes and nothing else, after checking them against the fold-time sha256 (exit 1, nothing written, if they fail)")
 	store := fs.String("store", "", "`directory` of the proxy's fold record, for a conversation id (default: the user's state directory, contextfold/proxy)")
-	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "chars": true, "search": true, "store": true}), stdout, stderr); !ok {
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"grep": true, "lines": true, "chars": true, "search": true, "store": true, "raw": false}), stdout, stderr); !ok {
 		return exit
 	}
 	// The session comes first, unless the first argument is a code: then
@@ -79,6 +84,10 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	switch {
+	case *raw && (*grep != "" || *lines != "" || *chars != "" || *search != ""):
+		return usageError(stderr, "recall", "-raw writes a whole block: it takes no -grep, -lines, -chars or -search")
+	case *raw && len(codes) != 1:
+		return wantArgs(stderr, "recall", "one code with -raw", codes)
 	case len(codes) == 0 && *search == "":
 		return wantArgs(stderr, "recall", "at least one code (or -search T)", fs.Args())
 	case *lines != "" && !recall.ValidLines(*lines):
@@ -91,22 +100,21 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contextfold recall:", err)
 		return 1
 	}
-	req := recall.Request{Codes: codes, Grep: *grep, Lines: *lines, Chars: *chars, Search: *search, Spelling: recall.CLIFlags}
-	var rep recall.Reply
+	var stores []recall.Store
 	if t.proxy {
 		c, err := foldstore.ReadFile(t.path)
 		if err != nil {
 			fmt.Fprintln(stderr, "contextfold recall:", err)
 			return 1
 		}
-		rep = recall.Answer([]recall.Store{c.RecallStore()}, req)
+		stores = []recall.Store{c.RecallStore()}
 	} else {
 		svc, err := service.Offline(t.path)
 		if err != nil {
 			fmt.Fprintln(stderr, "contextfold recall:", err)
 			return 1
 		}
-		if rep, err = svc.Answer(req); err != nil {
+		if stores, err = svc.Stores(); err != nil {
 			fmt.Fprintln(stderr, "contextfold recall:", err)
 			return 1
 		}
@@ -114,6 +122,19 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 	if spec == "" {
 		fmt.Fprintln(stderr, "contextfold recall: reading the latest session,", t)
 	}
+	if *raw {
+		text, err := rawOriginal(stores, codes[0])
+		if err != nil {
+			fmt.Fprintln(stderr, "contextfold recall:", err)
+			return 1
+		}
+		if _, err := io.WriteString(stdout, text); err != nil {
+			fmt.Fprintln(stderr, "contextfold recall:", err)
+			return 1
+		}
+		return 0
+	}
+	rep := recall.Answer(stores, recall.Request{Codes: codes, Grep: *grep, Lines: *lines, Chars: *chars, Search: *search, Spelling: recall.CLIFlags})
 	if rep.IsError {
 		fmt.Fprintln(stderr, "contextfold recall:", rep.Text)
 		return 1
@@ -123,6 +144,33 @@ func recallCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// rawOriginal returns the folded block code names, from the first store
+// that holds it, once its bytes match the fold-time sha256: -raw writes
+// nothing it cannot show to be the original.
+func rawOriginal(stores []recall.Store, raw string) (string, error) {
+	code, ok := digest.ParseCode(raw)
+	if !ok {
+		return "", fmt.Errorf("%s: not a fold code", raw)
+	}
+	for _, st := range stores {
+		rec, ok := st.Lookup(code)
+		if !ok {
+			continue
+		}
+		o := st.Read(rec)
+		switch {
+		case o.Why != "":
+			return "", fmt.Errorf("%s: %s", code, o.Why)
+		case rec.SHA256 == "":
+			return "", fmt.Errorf("%s: no fold-time sha256 recorded, so its bytes cannot be verified; read it without -raw", code)
+		case registry.Sum(o.Text) != rec.SHA256:
+			return "", fmt.Errorf("%s: the text found for it (%s) fails the fold-time sha256 check; nothing written", code, o.Label)
+		}
+		return o.Text, nil
+	}
+	return "", fmt.Errorf("%s: no folded block with that code", raw)
 }
 
 func fileExists(path string) bool {
@@ -138,10 +186,18 @@ func handoffCmd(args []string, stdout, stderr io.Writer) int {
 	if exit, ok := parse(fs, reorder(args, map[string]bool{"goal": true, "print": false}), stdout, stderr); !ok {
 		return exit
 	}
-	if fs.NArg() != 1 {
-		return wantArgs(stderr, "handoff", "one session file", fs.Args())
+	if fs.NArg() > 1 {
+		return wantArgs(stderr, "handoff", "at most one session", fs.Args())
 	}
-	svc, err := service.Offline(fs.Arg(0))
+	t, err := findPiSession(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "contextfold handoff:", err)
+		return 1
+	}
+	if fs.Arg(0) == "" {
+		fmt.Fprintln(stderr, "contextfold handoff: reading the latest session,", t)
+	}
+	svc, err := service.Offline(t.path)
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold handoff:", err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,18 @@ func (t target) String() string {
 // sessions, a proxy conversation id (its file name in the store, or a
 // unique prefix), or, for "", the latest session: the newest Pi session of
 // the current directory and proxy conversation. store is the -store flag.
-func findTarget(spec, store string) (target, error) {
+func findTarget(spec, store string) (target, error) { return resolveTarget(spec, store, true) }
+
+// findPiSession is findTarget for a command that reads Pi sessions alone.
+func findPiSession(spec string) (target, error) {
+	t, err := resolveTarget(spec, "", false)
+	if err == nil && t.proxy {
+		return target{}, fmt.Errorf("%s is a proxy conversation; this command reads Pi sessions", t.path)
+	}
+	return t, err
+}
+
+func resolveTarget(spec, store string, proxy bool) (target, error) {
 	if spec != "" {
 		if st, err := os.Stat(spec); err == nil && !st.IsDir() {
 			return fileTarget(spec)
@@ -44,16 +56,17 @@ func findTarget(spec, store string) (target, error) {
 		}
 	}
 	var cands []candidate
-	piDir, piErr := piSessionsDir()
-	if piErr == nil {
-		cands = append(cands, piSessions(piDir, spec)...)
-	}
-	dir, err := storeDir(store)
-	if err == nil {
-		cands = append(cands, proxyConversations(dir, spec)...)
+	cands = append(cands, piSessions(spec)...)
+	if proxy {
+		if dir, err := storeDir(store); err == nil {
+			cands = append(cands, proxyConversations(dir, spec)...)
+		}
 	}
 	if spec == "" {
 		if len(cands) == 0 {
+			if !proxy {
+				return target{}, errors.New("no session to read: no Pi session of this directory (name a session file or id)")
+			}
 			return target{}, errors.New("no session to read: no Pi session of this directory and no proxy conversation (name a session file or id)")
 		}
 		sort.Slice(cands, func(i, j int) bool { return cands[i].mod > cands[j].mod })
@@ -92,7 +105,8 @@ type candidate struct {
 	mod int64
 }
 
-// piSessionsDir is where Pi keeps its sessions: piAgentDir's sessions.
+// piSessionsDir is where Pi keeps its sessions by default, one folder per
+// working directory: piAgentDir's sessions.
 func piSessionsDir() (string, error) {
 	agent, err := piAgentDir()
 	if err != nil {
@@ -101,7 +115,8 @@ func piSessionsDir() (string, error) {
 	return filepath.Join(agent, "sessions"), nil
 }
 
-// piAgentDir is Pi's agent directory: PI_CODING_AGENT_DIR, or ~/.pi/agent.
+// piAgentDir is Pi's agent directory: PI_CODING_AGENT_DIR (as Pi reads it,
+// ~ expanded), or ~/.pi/agent.
 func piAgentDir() (string, error) {
 	agent := os.Getenv("PI_CODING_AGENT_DIR")
 	if agent == "" {
@@ -109,29 +124,59 @@ func piAgentDir() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		agent = filepath.Join(home, ".pi", "agent")
-	} else if rest, ok := strings.CutPrefix(agent, "~"); ok {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		agent = filepath.Join(home, rest)
+		return filepath.Join(home, ".pi", "agent"), nil
 	}
-	return agent, nil
+	return expandHome(agent)
+}
+
+// expandHome expands a leading ~ as Pi does.
+func expandHome(p string) (string, error) {
+	rest, ok := strings.CutPrefix(p, "~")
+	if !ok {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	return filepath.Join(home, rest), err
+}
+
+// piCwdFolder is the folder Pi names after a working directory under its
+// sessions: the path without its first separator, every separator and
+// colon a dash, between "--" (/home/me/project: --home-me-project--).
+func piCwdFolder(wd string) string {
+	if wd != "" && (wd[0] == '/' || wd[0] == '\\') {
+		wd = wd[1:]
+	}
+	return "--" + strings.NewReplacer("/", "-", `\`, "-", ":", "-").Replace(wd) + "--"
 }
 
 // piSessions lists the Pi session files whose id starts with id, in every
-// directory's sessions; with id "", those of the current directory (Pi
-// names its folder after the directory: --home-me-project--).
-func piSessions(dir, id string) []candidate {
-	pattern := filepath.Join(dir, "*", "*.jsonl")
-	if id == "" {
-		wd, err := os.Getwd()
+// directory's sessions; with id "", those of the current directory. When
+// PI_CODING_AGENT_SESSION_DIR moves them, Pi keeps every directory's
+// sessions in that one folder, and those of the current directory are the
+// ones whose header names it.
+func piSessions(id string) []candidate {
+	var pattern string
+	flat := os.Getenv("PI_CODING_AGENT_SESSION_DIR")
+	wd, wdErr := os.Getwd()
+	switch {
+	case flat != "":
+		dir, err := expandHome(flat)
 		if err != nil {
 			return nil
 		}
-		safe := "--" + strings.NewReplacer("/", "-", `\`, "-", ":", "-").Replace(strings.TrimLeft(wd, `/\`)) + "--"
-		pattern = filepath.Join(dir, safe, "*.jsonl")
+		pattern = filepath.Join(dir, "*.jsonl")
+	default:
+		dir, err := piSessionsDir()
+		if err != nil {
+			return nil
+		}
+		pattern = filepath.Join(dir, "*", "*.jsonl")
+		if id == "" {
+			if wdErr != nil {
+				return nil
+			}
+			pattern = filepath.Join(dir, piCwdFolder(wd), "*.jsonl")
+		}
 	}
 	paths, _ := filepath.Glob(pattern)
 	var out []candidate
@@ -141,11 +186,31 @@ func piSessions(dir, id string) []candidate {
 		if !ok || !strings.HasPrefix(sid, id) {
 			continue
 		}
+		if flat != "" && id == "" && (wdErr != nil || sessionCwd(p) != wd) {
+			continue
+		}
 		if st, err := os.Stat(p); err == nil {
 			out = append(out, candidate{target{path: p}, st.ModTime().UnixNano()})
 		}
 	}
 	return out
+}
+
+// sessionCwd is the working directory a Pi session file's header names.
+func sessionCwd(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(io.LimitReader(f, 64<<10)).ReadBytes('\n')
+	var h struct {
+		Type, Cwd string
+	}
+	if json.Unmarshal(bytes.TrimSpace(line), &h) != nil || h.Type != "session" {
+		return ""
+	}
+	return h.Cwd
 }
 
 // proxyConversations lists the store's conversation files whose id (file

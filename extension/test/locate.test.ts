@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -100,7 +100,10 @@ test("PATH is the last resort; none found names every place tried and the fix", 
 	const m = notFoundMessage(l);
 	assert.ok(m.startsWith("no contextfold engine for linux-arm64; tried CONTEXTFOLD_BIN (not set); "), m);
 	assert.ok(m.includes(`Fix: install contextfold-linux-arm64@${VERSION} with the package`), m);
-	assert.ok(m.includes(`pi install npm:${PACKAGE_NAME}@${VERSION}`), m);
+	// The fix names the route that works before the packages are published
+	// (RELEASING.md): both tarballs of a make pack, as the README installs them.
+	assert.ok(!m.includes("pi install npm:"), m);
+	assert.ok(m.includes(`make pack, then npm install --offline --prefix <dir> --legacy-peer-deps ./dist/${PACKAGE_NAME}-${VERSION}.tgz ./dist/contextfold-linux-arm64-${VERSION}.tgz and pi install <dir>/node_modules/${PACKAGE_NAME}`), m);
 
 	assert.ok(!m.includes("make build"), "an installed package is no checkout");
 	l = locate({ packageDir: PKG, env: { PATH: "" }, platform: "linux", arch: "x64", resolve: none });
@@ -131,6 +134,27 @@ test("only this protocol and this exact version are accepted", () => {
 	);
 	assert.ok(mismatch(f, { protocol: PROTOCOL_VERSION - 1, version: VERSION })?.includes(`protocol ${PROTOCOL_VERSION - 1}`));
 	assert.ok(mismatch({ bin: "/y", source: "platform package" }, null)?.includes(`not a contextfold engine (no hello)`));
-	assert.ok(mismatch({ bin: "/y", source: "platform package" }, {})?.includes(`reinstall the package: pi install npm:${PACKAGE_NAME}@${VERSION}`));
+	const re = mismatch({ bin: "/y", source: "platform package" }, {});
+	assert.ok(re?.includes(`reinstall the package with its engine: in a checkout of ${VERSION}, make pack, then npm install`) && !re.includes("pi install npm:"), re ?? "");
 	assert.ok(mismatch({ bin: "/y", source: "PATH" }, {})?.includes(`replace it with contextfold ${VERSION}`));
+});
+
+test("PATH passes over the package's own launcher, which npm links as contextfold", () => {
+	// node_modules/.bin/contextfold -> ../pi-context-fold/extension/cli.js, as
+	// npm links the bin (and npm puts node_modules/.bin on PATH for the
+	// install check): it runs the engine, it is not one.
+	const dir = mkdtempSync(join(tmpdir(), "cf-launcher-"));
+	const pkg = join(dir, "node_modules", PACKAGE_NAME);
+	exe(join(pkg, "extension"), "cli.js");
+	writeFileSync(join(pkg, "package.json"), JSON.stringify({ name: PACKAGE_NAME }));
+	const binDir = join(dir, "node_modules", ".bin");
+	mkdirSync(binDir);
+	symlinkSync(`../${PACKAGE_NAME}/extension/cli.js`, join(binDir, "contextfold"));
+	let l = locate({ packageDir: PKG, env: { PATH: binDir }, platform: "linux", arch: "x64", resolve: none });
+	assert.equal(l.found, null);
+	assert.equal(l.tried.at(-1), "contextfold on PATH (not found)");
+	// An engine later on PATH is found past it.
+	const engine = exe(join(dir, "engine"));
+	l = locate({ packageDir: PKG, env: { PATH: [binDir, join(dir, "engine")].join(":") }, platform: "linux", arch: "x64", resolve: none });
+	assert.deepEqual(l.found, { bin: engine, source: "PATH" });
 });

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/bench/synth"
@@ -78,6 +80,90 @@ func LoadAll(paths []string, systemTokens int) ([]*Trace, error) {
 		return nil, fmt.Errorf("no trajectories in %s", strings.Join(paths, ", "))
 	}
 	return traces, nil
+}
+
+// A Skip is a file found inside a directory Gather was given that is not a
+// session it can replay: why (one of the Skip* reasons) and, for a file
+// that failed to read, the error.
+type Skip struct {
+	Path, Why string
+	Err       error
+}
+
+// The reasons Gather skips a file.
+const (
+	SkipOwn       = "of context-fold's own (its seed index)"
+	SkipFormat    = "in no session format bench reads"
+	SkipMalformed = "malformed"
+	SkipNoRequest = "with no model request"
+)
+
+// Gather reads every trajectory under paths as LoadAll does, except that a
+// file found inside a directory that is not a session it can replay is
+// skipped, with why, instead of stopping the run: the folder Pi writes its
+// sessions to (one folder per working directory) also holds context-fold's
+// own files (context-fold/<session>/seed-index.jsonl), and may hold others.
+// A file named in paths itself must load. It fails when nothing is left.
+func Gather(paths []string, systemTokens int) ([]*Trace, []Skip, error) {
+	var traces []*Trace
+	var skipped []Skip
+	for _, p := range paths {
+		files, err := trajectory.Find(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		named := len(files) == 1 && files[0] == p
+		for _, f := range files {
+			if !named && ownFile(p, f) {
+				skipped = append(skipped, Skip{Path: f, Why: SkipOwn})
+				continue
+			}
+			t, why, err := gather(f, systemTokens)
+			switch {
+			case err != nil && named:
+				return nil, nil, err
+			case err != nil:
+				skipped = append(skipped, Skip{Path: f, Why: why, Err: err})
+			case len(t.Requests) == 0 && !named:
+				skipped = append(skipped, Skip{Path: f, Why: SkipNoRequest})
+			default:
+				traces = append(traces, t)
+			}
+		}
+	}
+	if len(traces) == 0 {
+		return nil, skipped, fmt.Errorf("no trajectories in %s", strings.Join(paths, ", "))
+	}
+	return traces, skipped, nil
+}
+
+// ownFile reports whether f, found under root, is one of context-fold's own
+// files: in a context-fold folder below root, or a seed index.
+func ownFile(root, f string) bool {
+	rel, err := filepath.Rel(root, f)
+	if err != nil {
+		return false
+	}
+	dirs := strings.Split(filepath.ToSlash(filepath.Dir(rel)), "/")
+	return slices.Contains(dirs, "context-fold") || filepath.Base(f) == "seed-index.jsonl"
+}
+
+// gather loads one file; on failure why says which of the Skip reasons.
+func gather(path string, systemTokens int) (*Trace, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, SkipMalformed, err
+	}
+	ms, format, err := trajectory.Parse(data)
+	if err != nil {
+		why := SkipMalformed
+		if format == "" {
+			why = SkipFormat
+		}
+		return nil, why, fmt.Errorf("%s: %w", path, err)
+	}
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	return Prepare(name, trajectory.Family(path), ms, systemTokens), "", nil
 }
 
 // Synthetic returns n generated long Claude Code-shaped sessions

@@ -218,6 +218,10 @@ func whole(text string, sp Spelling) (out, note string) {
 	} else {
 		note += " — use " + sp.arg("lines", "<a-b>") + " or " + sp.arg("grep", "<term>") + " for the rest"
 	}
+	if sp == CLIFlags {
+		// The command can also write the whole original, unbounded.
+		note += "; -raw writes all of it"
+	}
 	return strings.Join(kept, "\n"), note
 }
 

@@ -22,6 +22,7 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_DEBUG", "engine: one stderr line per request"},
 	{"CONTEXTFOLD_CPUPROFILE", "engine: write a CPU profile to this file"},
 	{"CONTEXTFOLD_DUMP", "engine: append each request's outgoing messages to this file"},
+	{"CONTEXTFOLD_LAUNCHER", "the contextfold launcher (extension/cli.js): set for the engine it starts, so a launcher never starts another"},
 	// Development: set by .ci/setup-pi.sh and the test suites, and so often
 	// present in a developer's shell that runs Pi.
 	{"CONTEXTFOLD_CACHE", ".ci/setup-pi.sh: its download cache"},

@@ -187,6 +187,16 @@ func (s *Service) Recall(p RecallParams) (*ToolResult, error) { return s.recall(
 // Answer answers a recall offline, as the tool does.
 func (s *Service) Answer(r recall.Request) (recall.Reply, error) { return s.answer(r, "") }
 
+// Stores returns the stores an offline recall reads, in the order Answer
+// reads them: the session's own, then its parent's.
+func (s *Service) Stores() ([]recall.Store, error) {
+	ss := s.s
+	if ss == nil {
+		return nil, errNotOpen
+	}
+	return s.storesFor(ss, nil), nil
+}
+
 // Handoff renders (and writes) the handoff seed offline.
 func (s *Service) Handoff(goal string) (*HandoffResult, error) {
 	return s.handoff(HandoffParams{Goal: goal})

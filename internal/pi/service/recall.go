@@ -139,12 +139,7 @@ func (s *Service) answer(r recall.Request, entries string) (recall.Reply, error)
 	if ss == nil {
 		return recall.Reply{}, errNotOpen
 	}
-	led, ledErr := s.ledgerFor(ss, []byte(entries))
-	stores := []recall.Store{sessionStore{ss, led, ledErr}}
-	if pa := s.parentFor(ss, led); pa != nil {
-		stores = append(stores, pa)
-	}
-	rep := recall.Answer(stores, r)
+	rep := recall.Answer(s.storesFor(ss, []byte(entries)), r)
 	if rep.Searched != "" {
 		ss.recallCalls++
 	}
@@ -153,6 +148,17 @@ func (s *Service) answer(r recall.Request, entries string) (recall.Reply, error)
 		ss.recallCalls++
 	}
 	return rep, nil
+}
+
+// storesFor returns the stores a recall reads: the session's own, then its
+// parent's.
+func (s *Service) storesFor(ss *session, entries []byte) []recall.Store {
+	led, ledErr := s.ledgerFor(ss, entries)
+	stores := []recall.Store{sessionStore{ss, led, ledErr}}
+	if pa := s.parentFor(ss, led); pa != nil {
+		stores = append(stores, pa)
+	}
+	return stores
 }
 
 func (s *Service) recall(p RecallParams) (*ToolResult, error) {

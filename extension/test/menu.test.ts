@@ -59,7 +59,7 @@ async function folding(env: Record<string, string> = {}) {
 test("each fold event is notified once on the screen; foldNotices off silences it", async () => {
 	const { s, ctx, entries } = await folding();
 	const events = entries.filter((e) => e.data.kind === "fold").length;
-	const notes = ctx.notes.filter((n: string) => /^context-fold: folded \d+ outputs, −\S+ tok a request \(fold event \d+\)$/.test(n));
+	const notes = ctx.notes.filter((n: string) => /^context-fold: folded (1 block|\d+ blocks), −\S+ tok a request \(fold event \d+\)$/.test(n));
 	assert.ok(events > 0);
 	assert.equal(notes.length, events, ctx.notes.join("\n"));
 	s.close();

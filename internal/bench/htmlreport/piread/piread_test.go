@@ -1,0 +1,193 @@
+package piread
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contextfold/contextfold/internal/bench/htmlreport"
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/policy/schedule"
+	"github.com/contextfold/contextfold/internal/pi/ledger"
+	"github.com/contextfold/contextfold/internal/testsupport/pisession"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/folded-session.jsonl and the page goldens")
+
+// sourceSession is a real Pi session (badlogic/pi-mono's fixture, with
+// the usage and money Pi recorded for each request).
+const sourceSession = "../../../pi/ledger/testdata/pi-mono-session.jsonl"
+
+// foldWindow is the session's model's window (Claude Opus 4.5).
+const foldWindow = 200_000
+
+// foldedSession is the real session as context-fold in Pi would leave it:
+// its messages, and before each request the fold entry the engine
+// committed for it, replayed with the usage the session recorded.
+func foldedSession(t *testing.T) []byte {
+	t.Helper()
+	led, err := ledger.ReadFile(sourceSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "5fd1e58c-9635-410e-a644-133a96057c90"
+	e := engine.New(engine.Config{Policy: schedule.Default, Scope: id})
+	f := pisession.New(id)
+	var msgs [][]byte
+	held, reported := 0, 0
+	for _, ent := range led.Messages() {
+		var m message
+		if json.Unmarshal(ent.Message, &m) == nil && m.Role == "assistant" && len(msgs) > 0 {
+			res := e.Step(engine.Request{Keep: held, Append: msgs[held:], Window: foldWindow, Reported: reported}, engine.NopJournal{})
+			held = len(msgs)
+			if res.Event != nil {
+				en, err := json.Marshal(res.Event.Entry())
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Custom(CustomType, en)
+			}
+			if m.Usage != nil {
+				reported = m.Usage.Input + m.Usage.CacheRead + m.Usage.CacheWrite
+			}
+		}
+		msgs = append(msgs, ent.Message)
+		f.Message(ent.Message)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.jsonl")
+	if err := f.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from what the code writes now (go test -update rewrites it after review)", p)
+	}
+}
+
+// TestFoldedSessionFixture keeps the checked-in session (which the
+// end-to-end test renders in Chromium) what the engine writes today.
+func TestFoldedSessionFixture(t *testing.T) {
+	golden(t, "folded-session.jsonl", foldedSession(t))
+}
+
+func TestReadPiSession(t *testing.T) {
+	path := filepath.Join("testdata", "folded-session.jsonl")
+	d, err := Read(path, Limits{Window: foldWindow, Reserve: DefaultReserve, Knobs: policy.DefaultKnobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.ReadFile(sourceSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every assistant message with usage is a request, its figures Pi's.
+	var want []htmlreport.Request
+	for _, ent := range led.Messages() {
+		var m message
+		if json.Unmarshal(ent.Message, &m) == nil && m.Role == "assistant" && m.Usage != nil && m.Usage.Input+m.Usage.CacheRead+m.Usage.CacheWrite+m.Usage.Output > 0 {
+			want = append(want, htmlreport.Request{Input: m.Usage.Input, CacheRead: m.Usage.CacheRead, CacheWrite: m.Usage.CacheWrite, Output: m.Usage.Output, Cost: m.Usage.Cost.Total})
+		}
+	}
+	if len(d.Requests) != len(want) || len(want) < 50 {
+		t.Fatalf("%d requests, want %d", len(d.Requests), len(want))
+	}
+	for i, r := range d.Requests {
+		w := want[i]
+		if r.Sent() != w.Sent() || r.CacheRead != w.CacheRead || r.CacheWrite != w.CacheWrite || r.Cost != w.Cost || !r.CostKnown {
+			t.Fatalf("request %d: %+v, want Pi's usage %+v", i+1, r, w)
+		}
+	}
+	if len(d.Events) < 2 || len(d.Blocks) < len(d.Events) {
+		t.Fatalf("%d fold events, %d blocks: the fixture folds more", len(d.Events), len(d.Blocks))
+	}
+	// Masked grows with each event and never before the first.
+	first := d.Events[0].Request
+	for i, r := range d.Requests {
+		if (i+1 < first) != (r.Masked == 0) {
+			t.Fatalf("request %d masks %d; the first event applies to request %d", i+1, r.Masked, first)
+		}
+	}
+	sum := 0
+	for _, e := range d.Events {
+		sum += e.Masked
+	}
+	if last := d.Requests[len(d.Requests)-1].Masked; last != sum {
+		t.Fatalf("the last request masks %d, the events %d in all", last, sum)
+	}
+	for _, b := range d.Blocks {
+		if b.State != "folded" || b.Tokens <= b.DigestTokens || b.Code == "" || b.Request < first {
+			t.Fatalf("block %+v", b)
+		}
+	}
+	if d.Threshold != foldWindow-DefaultReserve || d.Budget != int(0.75*foldWindow) || d.Model != "claude-opus-4-5" {
+		t.Fatalf("limits %d/%d/%d, model %q", d.Window, d.Threshold, d.Budget, d.Model)
+	}
+	// Prices come from the money Pi recorded: Opus 4.5's list prices.
+	if p := d.Prices; !near(p.Input, 5) || !near(p.CacheWrite, 6.25) || !near(p.CacheRead, 0.5) || !near(p.Output, 25) || !strings.Contains(p.Source, "recorded") {
+		t.Fatalf("prices %+v", p)
+	}
+	with, without := d.Costs()
+	total := 0.0
+	for _, w := range want {
+		total += w.Cost
+	}
+	if !near(with[len(with)-1], total) || without[len(without)-1] <= with[len(with)-1] {
+		t.Fatalf("cost with folding %.4f (Pi recorded %.4f), without %.4f", with[len(with)-1], total, without[len(without)-1])
+	}
+	var page bytes.Buffer
+	if err := htmlreport.Write(&page, d); err != nil {
+		t.Fatal(err)
+	}
+	// The page names the file by its path as given, so the golden does not
+	// depend on where the checkout is.
+	golden(t, "pi-session.html", bytes.ReplaceAll(page.Bytes(), []byte(d.File), []byte(path)))
+	checkPage(t, page.String(), d)
+}
+
+// checkPage checks what every page must hold, whatever the session.
+func checkPage(t *testing.T, page string, d *htmlreport.Data) {
+	t.Helper()
+	for _, bad := range []string{"http://", "https://", "<script", "<link", "src=", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page holds %q: it must need nothing outside itself", bad)
+		}
+	}
+	for _, b := range d.Blocks {
+		if !strings.Contains(page, "{#"+b.Code+" FOLDED}") {
+			t.Errorf("the block table lacks %s", b.Code)
+		}
+	}
+	if n := strings.Count(page, `<g class="marker fold"`); n != 2*len(d.Events) {
+		t.Errorf("%d fold markers, want %d (one in the size chart, one in the cost chart per event)", n, 2*len(d.Events))
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-6*max(1, b) && b-a < 1e-6*max(1, b) }

@@ -201,7 +201,7 @@ func Write(w io.Writer, d *Data) error {
 		cache(&b, d)
 		money(&b, d)
 	} else {
-		fmt.Fprintf(&b, "<section id=\"requests\"><h2>Requests</h2>\n<p class=\"missing\">%s</p>\n</section>\n", esc(d.RequestsNote))
+		fmt.Fprintf(&b, "<section id=\"requests\"><h2>Requests and cost</h2>\n<p class=\"missing\">Not recorded: %s.</p>\n</section>\n", esc(d.RequestsNote))
 		eventBars(&b, d)
 	}
 	events(&b, d)

@@ -2,9 +2,11 @@
 // engine renders every line and validates every value; this file only asks.
 import type { ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import type { Ask, CacheWarning } from "./advisory.ts";
+import { reportCommand } from "./report.ts";
 
 export async function contextFoldCommand(args: string, ctx: ExtensionCommandContext, ask: Ask, warning: CacheWarning): Promise<void> {
 	const sub = args.trim().toLowerCase();
+	if (sub === "report") return reportCommand(ctx);
 	if (!ctx.hasUI) {
 		// Headless: print the status (Pi routes this to stderr in print mode).
 		const st = await ask("status", {});

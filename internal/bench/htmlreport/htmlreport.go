@@ -607,7 +607,7 @@ func ticks(n int) []int {
 	if n <= 0 {
 		return nil
 	}
-	step := int(niceCeil(float64(n) / 10))
+	step := max(1, int(niceCeil(float64(n)/10)))
 	out := []int{1}
 	for i := step; i <= n; i += step {
 		if i > 1 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,12 @@ const foldWindow = 200_000
 // foldedSession is the real session as context-fold in Pi would leave it:
 // its messages, and before each request the fold entry the engine
 // committed for it, replayed with the usage the session recorded.
-func foldedSession(t *testing.T) []byte {
+func foldedSession(t *testing.T) []byte { return foldedSessionWith(t, nil) }
+
+// foldedSessionWith is foldedSession with before(f, k, events) called
+// before request k's assistant message (1-based), after its fold entry:
+// events are the fold events committed so far.
+func foldedSessionWith(t *testing.T, before func(f *pisession.File, k int, events []*engine.Event)) []byte {
 	t.Helper()
 	led, err := ledger.ReadFile(sourceSession)
 	if err != nil {
@@ -39,7 +45,8 @@ func foldedSession(t *testing.T) []byte {
 	e := engine.New(engine.Config{Policy: schedule.Default, Scope: id})
 	f := pisession.New(id)
 	var msgs [][]byte
-	held, reported := 0, 0
+	var events []*engine.Event
+	held, reported, k := 0, 0, 0
 	for _, ent := range led.Messages() {
 		var m message
 		if json.Unmarshal(ent.Message, &m) == nil && m.Role == "assistant" && len(msgs) > 0 {
@@ -51,6 +58,13 @@ func foldedSession(t *testing.T) []byte {
 					t.Fatal(err)
 				}
 				f.Custom(CustomType, en)
+				events = append(events, res.Event)
+			}
+			if m.Usage != nil && m.Usage.Input+m.Usage.CacheRead+m.Usage.CacheWrite+m.Usage.Output > 0 {
+				k++
+				if before != nil {
+					before(f, k, events)
+				}
 			}
 			if m.Usage != nil {
 				reported = m.Usage.Input + m.Usage.CacheRead + m.Usage.CacheWrite
@@ -188,6 +202,73 @@ func checkPage(t *testing.T, page string, d *htmlreport.Data) {
 	if n := strings.Count(page, `<g class="marker fold"`); n != 2*len(d.Events) {
 		t.Errorf("%d fold markers, want %d (one in the size chart, one in the cost chart per event)", n, 2*len(d.Events))
 	}
+}
+
+// TestReadUnfoldAndCompaction: an unfold takes its block's savings out of
+// the requests after it, and a compaction drops the folded blocks it
+// removed from the history (they mask nothing any more) and is marked
+// before the request that follows it.
+func TestReadUnfoldAndCompaction(t *testing.T) {
+	const unfoldAt, compactAt = 100, 170
+	var unfolded string
+	raw := foldedSessionWith(t, func(f *pisession.File, k int, events []*engine.Event) {
+		switch k {
+		case unfoldAt:
+			unfolded = events[0].Folds[0].ID
+			en, _ := json.Marshal(engine.Entry{V: engine.EntryVersion, Kind: engine.KindUnfold, IDs: []string{unfolded}})
+			f.Custom(CustomType, en)
+		case compactAt:
+			// Kept from the entry after the compaction: the assistant
+			// message of this request.
+			f.Compaction("summary of the session so far", nextAfter(f))
+		}
+	})
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Read(path, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ub *htmlreport.Block
+	for i := range d.Blocks {
+		if d.Blocks[i].Seq == 1 && d.Blocks[i].State == "unfolded" {
+			ub = &d.Blocks[i]
+		}
+	}
+	if ub == nil {
+		t.Fatalf("no unfolded block of event 1: %+v", d.Blocks[:3])
+	}
+	if got, want := d.Requests[unfoldAt-2].Masked-d.Requests[unfoldAt-1].Masked, ub.Tokens-ub.DigestTokens; got != want || unfoldAt <= d.Events[1].Request {
+		t.Fatalf("the unfold took %d tokens off the masked figure; its block masked %d", got, want)
+	}
+	if len(d.Compactions) != 1 || d.Compactions[0].Request != compactAt || d.Compactions[0].Kind != "Pi's LLM summary" {
+		t.Fatalf("compactions %+v, want one before request %d", d.Compactions, compactAt)
+	}
+	after := 0
+	for _, b := range d.Blocks {
+		switch {
+		// The fold entry of request compactAt precedes the compaction.
+		case b.Request <= compactAt && b.State != "compacted away" && b.State != "unfolded":
+			t.Fatalf("block %s folded before the compaction is %q", b.Code, b.State)
+		case b.Request > compactAt:
+			after += b.Tokens - b.DigestTokens
+		}
+	}
+	if m := d.Requests[len(d.Requests)-1].Masked; m != after {
+		t.Fatalf("the last request masks %d; the blocks folded since the compaction %d", m, after)
+	}
+	if d.Window != 0 || d.Threshold != 0 || d.Budget != 0 || !strings.Contains(d.LimitsNote, "not given") {
+		t.Fatalf("without a window: %d/%d/%d, %q", d.Window, d.Threshold, d.Budget, d.LimitsNote)
+	}
+}
+
+// nextAfter is the id of the entry after the one f writes next.
+func nextAfter(f *pisession.File) string {
+	var n int
+	fmt.Sscanf(f.Next(), "e%d", &n)
+	return fmt.Sprintf("e%07d", n+1)
 }
 
 func near(a, b float64) bool { return a-b < 1e-6*max(1, b) && b-a < 1e-6*max(1, b) }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -10,9 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/policy"
 )
 
 // chromium is Debian's chromium (.ci/run installs it): missing, the
@@ -164,11 +170,87 @@ func TestReportRendersInChromium(t *testing.T) {
 					t.Errorf("the screenshot shows %d pixels of the %s's colour %s: not drawn", n, what, c)
 				}
 			}
-			if os.Getenv("CONTEXTFOLD_REPORT_SHOTS") != "" {
-				// For a person to look at: go test -run TestReportRendersInChromium with the variable set.
-				b, _ := os.ReadFile(shot)
-				os.WriteFile(filepath.Join(os.Getenv("CONTEXTFOLD_REPORT_SHOTS"), tc.name+".png"), b, 0o644)
-			}
+			keepShot(shot, tc.name+".png")
 		})
+	}
+}
+
+// TestReportCommandInPi: /context-fold report in real Pi writes the page
+// for the session Pi just wrote (folded by the extension, usage from the
+// fake) and says where; Chromium renders its requests and fold markers,
+// with the lines the engine used: the window, Pi's threshold from its
+// settings (none when its compaction is off) and the fold budget.
+func TestReportCommandInPi(t *testing.T) {
+	browser := chromium(t)
+	for _, tc := range []struct {
+		name       string
+		compaction *Compaction
+		reserve    int // -1: no threshold
+	}{
+		{"compaction-off", noCompaction, -1},
+		{"reserve-4000", &Compaction{Enabled: true, ReserveTokens: 4000}, 4000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := NewEnv(t, WithContextFold(t, Config{Script: &LongSession{Steps: 40, SkipRecall: true, SkipUnfold: true}, Compaction: tc.compaction}))
+			rpc := env.StartRPC(RPCOptions{})
+			rpc.Prompt("Run gen.sh for every step.")
+			rpc.Prompt("/context-fold report")
+			rpc.Close()
+			const said = "context-fold report written: "
+			page := ""
+			for _, n := range rpc.Notifications() {
+				if p, ok := strings.CutPrefix(n.Message, said); ok {
+					page = p
+				}
+			}
+			if page == "" {
+				t.Fatalf("no %q notice: %+v", said, rpc.Notifications())
+			}
+			sessions := env.Sessions()
+			if len(sessions) != 1 || filepath.Dir(filepath.Dir(filepath.Dir(page))) != filepath.Dir(sessions[0].Path) {
+				t.Fatalf("the page %s is not in the session's folder (%+v)", page, sessions)
+			}
+			// Every response Pi recorded usage for is a request on the page.
+			requests := 0
+			for _, e := range sessions[0].Entries {
+				if e.Type != "message" || e.Message == nil || e.Message.Role != "assistant" {
+					continue
+				}
+				var u struct{ Input, CacheRead, CacheWrite, Output int }
+				if json.Unmarshal(e.Message.Usage, &u) == nil && u.Input+u.CacheRead+u.CacheWrite+u.Output > 0 {
+					requests++
+				}
+			}
+			dom := string(headless(t, browser, page, "--dump-dom"))
+			m := regexp.MustCompile(`<g class="limit window" data-tokens="(\d+)"`).FindStringSubmatch(dom)
+			if m == nil || requests == 0 {
+				t.Fatalf("no window line, or no request (%d)", requests)
+			}
+			window, _ := strconv.Atoi(m[1])
+			want := []string{fmt.Sprintf(`class="series sent" data-points="%d"`, requests), `<g class="marker fold"`, `id="money"`,
+				fmt.Sprintf(`<g class="limit budget" data-tokens="%d"`, engine.Budget(policy.DefaultKnobs, window, max(0, tc.reserve)))}
+			if tc.reserve >= 0 {
+				want = append(want, fmt.Sprintf(`<g class="limit threshold" data-tokens="%d"`, window-tc.reserve))
+			} else if strings.Contains(dom, `class="limit threshold"`) {
+				t.Error("a threshold is drawn though Pi's compaction is off")
+			}
+			for _, w := range want {
+				if !strings.Contains(dom, w) {
+					t.Errorf("the page of Pi's session lacks %s", w)
+				}
+			}
+			shot := filepath.Join(t.TempDir(), "pi.png")
+			headless(t, browser, page, "--screenshot="+shot, "--window-size=1200,2400")
+			keepShot(shot, "pi-live-"+tc.name+".png")
+		})
+	}
+}
+
+// keepShot copies a screenshot to $CONTEXTFOLD_REPORT_SHOTS, when set, for
+// a person to look at.
+func keepShot(shot, name string) {
+	if dir := os.Getenv("CONTEXTFOLD_REPORT_SHOTS"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
 }

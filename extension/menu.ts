@@ -6,7 +6,7 @@ import { reportCommand } from "./report.ts";
 
 export async function contextFoldCommand(args: string, ctx: ExtensionCommandContext, ask: Ask, warning: CacheWarning): Promise<void> {
 	const sub = args.trim().toLowerCase();
-	if (sub === "report") return reportCommand(ctx);
+	if (sub === "report") return reportCommand(ctx, ask);
 	if (!ctx.hasUI) {
 		// Headless: print the status (Pi routes this to stderr in print mode).
 		const st = await ask("status", {});

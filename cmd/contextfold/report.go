@@ -21,7 +21,7 @@ func reportCommand() command {
 		"Report writes one self-contained HTML page (inline SVG and CSS, no script, nothing fetched) about " +
 			"a Pi session or a conversation contextfold proxy folded, and prints its path. For a Pi session: " +
 			"each model request's size as sent and, estimated, without folding, against the window, Pi's " +
-			"compaction threshold (window less -reserve) and the fold budget (from context-fold's settings); " +
+			"compaction threshold (window less -reserve) and the fold budget (-budget, else from context-fold's settings); " +
 			"fold events and compactions marked; cache reads and writes; the money spent, as Pi recorded it, " +
 			"next to an estimate without folding, at the session's own prices (a price table when it " +
 			"recorded none). For a proxy conversation, whose file keeps no per-request sizes or usage: what " +
@@ -35,9 +35,10 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("report")
 	out := fs.String("o", "", "write the page to `file` (default: contextfold-report-<id>.html in the current directory)")
 	window := fs.Int("window", 0, "the model's context window in `tokens`, for the size chart's lines (0: not drawn)")
-	reserve := fs.Int("reserve", piread.DefaultReserve, "Pi's compaction reserve (reserveTokens) in `tokens`: the threshold is the window less this")
+	reserve := fs.Int("reserve", piread.DefaultReserve, "Pi's compaction reserve (reserveTokens) in `tokens`: the threshold is the window less this; -1: Pi's compaction is off, no threshold")
+	budget := fs.Int("budget", 0, "context-fold's fold budget in `tokens` (0: from context-fold's settings, as the engine computes it)")
 	store := fs.String("store", "", "`directory` of the proxy's fold record, for a conversation id (default: the user's state directory, contextfold/proxy)")
-	if exit, ok := parse(fs, reorder(args, map[string]bool{"o": true, "window": true, "reserve": true, "store": true}), stdout, stderr); !ok {
+	if exit, ok := parse(fs, reorder(args, map[string]bool{"o": true, "window": true, "reserve": true, "budget": true, "store": true}), stdout, stderr); !ok {
 		return exit
 	}
 	switch {
@@ -45,8 +46,10 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		return wantArgs(stderr, "report", "at most one session", fs.Args())
 	case *window < 0:
 		return usageError(stderr, "report", "-window %d: want a number of tokens ≥ 0", *window)
-	case *reserve < 0:
-		return usageError(stderr, "report", "-reserve %d: want a number of tokens ≥ 0", *reserve)
+	case *reserve < -1:
+		return usageError(stderr, "report", "-reserve %d: want a number of tokens ≥ 0, or -1 for no compaction", *reserve)
+	case *budget < 0:
+		return usageError(stderr, "report", "-budget %d: want a number of tokens ≥ 0", *budget)
 	}
 	t, err := findTarget(fs.Arg(0), *store)
 	if err != nil {
@@ -57,7 +60,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 	if t.proxy {
 		d, err = conversationReport(t.path)
 	} else {
-		d, err = piread.Read(t.path, piread.Limits{Window: *window, Reserve: *reserve, Knobs: piSettings().Knobs})
+		d, err = piread.Read(t.path, piread.Limits{Window: *window, Reserve: *reserve, Budget: *budget, Knobs: piSettings().Knobs})
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "contextfold report:", err)

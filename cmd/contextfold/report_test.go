@@ -187,6 +187,11 @@ func TestReportPiSession(t *testing.T) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
+	// The extension's figures: Pi's compaction off, the engine's budget.
+	page = runReport(t, filepath.Join(t.TempDir(), "s.html"), "-window", "200000", "-reserve", "-1", "-budget", "120000", reportSession)
+	if strings.Contains(page, `class="limit threshold"`) || !strings.Contains(page, `<g class="limit budget" data-tokens="120000"`) || !strings.Contains(page, "Pi&#39;s compaction is off") {
+		t.Error("-reserve -1 -budget 120000: a threshold drawn, or not the budget given")
+	}
 	// Without -window no limit is drawn, and the page says why.
 	page = runReport(t, filepath.Join(t.TempDir(), "s.html"), reportSession)
 	if strings.Contains(page, `class="limit`) || !strings.Contains(page, "the window was not given") {
@@ -203,6 +208,8 @@ func TestReportUsage(t *testing.T) {
 		{[]string{"a.jsonl", "b.jsonl"}, 2, "want at most one session"},
 		{[]string{"-window", "-1", reportSession}, 2, "-window -1"},
 		{[]string{"-reserve", "x", reportSession}, 2, "invalid value"},
+		{[]string{"-reserve", "-2", reportSession}, 2, "-reserve -2"},
+		{[]string{"-budget", "-5", reportSession}, 2, "-budget -5"},
 		{[]string{"-o", filepath.Join(t.TempDir(), "no", "such", "dir", "p.html"), reportSession}, 1, "no such file or directory"},
 		{[]string{"does/not/exist.jsonl"}, 1, "no such file"},
 	} {
@@ -214,7 +221,7 @@ func TestReportUsage(t *testing.T) {
 	}
 	var so, se bytes.Buffer
 	run([]string{"report", "-h"}, &so, &se)
-	for _, f := range []string{"-o", "-window", "-reserve", "-store"} {
+	for _, f := range []string{"-o", "-window", "-reserve", "-budget", "-store"} {
 		if !strings.Contains(so.String(), "\n  "+f+" ") {
 			t.Errorf("report -h lacks %s", f)
 		}

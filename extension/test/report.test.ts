@@ -14,7 +14,8 @@ test("the report's arguments name the page, the window when known, and the sessi
 	const t = { sessionFile: "/s/a.jsonl", sessionDir: "/s", sessionId: "abc", window: 200_000 };
 	assert.equal(reportPath(t), join("/s", "context-fold", "abc", "report-abc.html"));
 	assert.deepEqual(reportArgs(t), ["report", "-o", reportPath(t), "-window", "200000", "/s/a.jsonl"]);
-	assert.deepEqual(reportArgs({ ...t, window: 0 }), ["report", "-o", reportPath(t), "/s/a.jsonl"]);
+	assert.deepEqual(reportArgs({ ...t, window: 0, reserve: -1 }), ["report", "-o", reportPath(t), "/s/a.jsonl"]);
+	assert.deepEqual(reportArgs({ ...t, reserve: -1, budget: 150_000 }), ["report", "-o", reportPath(t), "-window", "200000", "-reserve", "-1", "-budget", "150000", "/s/a.jsonl"]);
 });
 
 test("the real engine writes the current session's page where the command says", async () => {

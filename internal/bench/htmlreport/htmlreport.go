@@ -16,6 +16,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/core/risk"
@@ -328,7 +329,7 @@ func sizes(b *strings.Builder, d *Data) {
 	p := newPlot(len(d.Requests), top)
 	b.WriteString("<section id=\"sizes\"><h2>Request size: raw ~ vs sent</h2>\n")
 	legend(b, [][2]string{{cRaw, "raw ~ (every folded block whole, estimated)"}, {cSent, "sent (as reported)"}, {cWindow, "window"}, {cThreshold, "compaction threshold"}, {cBudget, "fold budget"}, {cFold, "fold event F"}, {cCompact, "compaction C"}})
-	p.open(b, "chart-sizes", "request size per model request", func(v float64) string { return tk(int(v)) })
+	p.open(b, "chart-sizes", "request size per model request", axisTokens)
 	p.limit(b, "window", cWindow, "window", d.Window, 1)
 	p.limit(b, "threshold", cThreshold, "compaction threshold", d.Threshold, 0.7)
 	p.limit(b, "budget", cBudget, "fold budget", d.Budget, 0.4)
@@ -361,7 +362,7 @@ func cache(b *strings.Builder, d *Data) {
 	p := newPlot(len(d.Requests), top)
 	b.WriteString("<section id=\"cache\"><h2>Cache reads and writes per request</h2>\n")
 	legend(b, [][2]string{{cRead, "cache read"}, {cWrite, "cache write"}, {cInput, "uncached input"}})
-	p.open(b, "chart-cache", "cache reads and writes per model request", func(v float64) string { return tk(int(v)) })
+	p.open(b, "chart-cache", "cache reads and writes per model request", axisTokens)
 	bw := max(0.6, (p.w-p.left-p.right)/float64(max(1, len(d.Requests)))*0.8)
 	for i, r := range d.Requests {
 		x := p.x(i+1) - bw/2
@@ -405,7 +406,7 @@ func money(b *strings.Builder, d *Data) {
 	legend(b, [][2]string{{cSent, "with folding: " + src}, {cRaw, "without folding ~ (estimated)"}})
 	top := max(with[len(with)-1], without[len(without)-1], slicesMax(without), slicesMax(with))
 	p := newPlot(len(d.Requests), top)
-	p.open(b, "chart-cost", "cumulative cost with and without folding", dollars)
+	p.open(b, "chart-cost", "cumulative cost with and without folding", func(v float64) string { return "$" + short(v) })
 	last := math.Inf(-1)
 	for _, e := range d.Events {
 		p.marker(b, "fold", cFold, fmt.Sprintf("F%d", e.Seq), fmt.Sprintf("data-seq=\"%d\" data-request=\"%d\"", e.Seq, e.Request), e.Request, &last)
@@ -448,7 +449,7 @@ func eventBars(b *strings.Builder, d *Data) {
 	fmt.Fprintf(b, "<svg id=\"chart-events\" viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" role=\"img\" aria-label=\"tokens masked per fold event\">\n", p.w, p.h)
 	for k := 0; k <= 4; k++ {
 		v := p.ymax * float64(k) / 4
-		fmt.Fprintf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e6ec\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p.left, p.y(v), p.w-p.right, p.y(v), p.left-6, p.y(v)+4, tk(int(v)))
+		fmt.Fprintf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e6ec\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p.left, p.y(v), p.w-p.right, p.y(v), p.left-6, p.y(v)+4, axisTokens(v))
 	}
 	slot := (p.w - p.left - p.right) / float64(len(d.Events))
 	cum = 0
@@ -565,6 +566,25 @@ func tk(n int) string {
 		return fmt.Sprintf("%.1fk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// axisTokens labels a token axis exactly: its steps are quarters of a
+// round number (12.5k, not 12k).
+func axisTokens(v float64) string {
+	switch {
+	case v >= 1e6:
+		return short(v/1e6) + "M"
+	case v >= 1e3:
+		return short(v/1e3) + "k"
+	}
+	return short(v)
+}
+
+// short writes v in at most six significant digits, without trailing
+// zeros.
+func short(v float64) string {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 func dollars(v float64) string {

@@ -88,6 +88,14 @@ func TestText(t *testing.T) {
 			t.Errorf("niceCeil(%v) = %v, want %v", tc.v, got, tc.want)
 		}
 	}
+	for v, want := range map[float64]string{37_500: "37.5k", 12_500: "12.5k", 300_000: "300k", 1_250_000: "1.25M", 0: "0", 500: "500"} {
+		if got := axisTokens(v); got != want {
+			t.Errorf("axisTokens(%v) = %s, want %s", v, got, want)
+		}
+	}
+	if got := short(0.1 * 3); got != "0.3" {
+		t.Errorf("short(0.1×3) = %s", got)
+	}
 	if num(1234567) != "1,234,567" || num(-1000) != "-1,000" || num(12) != "12" {
 		t.Error("num")
 	}

@@ -164,6 +164,8 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 		return s.recall(p)
 	case "status":
 		return s.statusView(), nil
+	case "reportLimits":
+		return s.reportLimits()
 	case "compact":
 		var p CompactParams
 		if err := json.Unmarshal(params, &p); err != nil {

@@ -32,9 +32,14 @@ const DefaultReserve = 16_384
 // record the model's window, so the caller names it (0: unknown, none
 // drawn).
 type Limits struct {
-	Window  int
-	Reserve int // Pi's reserveTokens
-	Knobs   policy.Knobs
+	Window int
+	// Reserve is Pi's reserveTokens: it compacts at Window − Reserve; < 0
+	// when Pi's compaction is off.
+	Reserve int
+	// Budget is context-fold's request budget; 0 computes it from Knobs
+	// as the engine does.
+	Budget int
+	Knobs  policy.Knobs
 }
 
 // message is what a request's assistant message holds for the page.
@@ -73,14 +78,12 @@ func Read(path string, lim Limits) (*htmlreport.Data, error) {
 	d := &htmlreport.Data{Kind: "Pi session", ID: led.Header().ID, File: abs}
 	if lim.Window > 0 {
 		d.Window = lim.Window
-		if lim.Reserve > 0 && lim.Reserve < lim.Window {
+		if lim.Reserve >= 0 && lim.Reserve < lim.Window {
 			d.Threshold = lim.Window - lim.Reserve
 		}
-		if k := lim.Knobs; k.BudgetFraction > 0 {
-			d.Budget = int(k.BudgetFraction * float64(lim.Window))
-			if k.BudgetCap > 0 {
-				d.Budget = min(d.Budget, k.BudgetCap)
-			}
+		d.Budget = lim.Budget
+		if d.Budget <= 0 && lim.Knobs.BudgetFraction > 0 {
+			d.Budget = engine.Budget(lim.Knobs, lim.Window, max(0, lim.Reserve))
 		}
 	}
 	branch := led.Branch("")
@@ -222,7 +225,15 @@ func Read(path string, lim Limits) (*htmlreport.Data, error) {
 	case lim.Window <= 0:
 		d.LimitsNote = "the window was not given (contextfold report -window), so no line is drawn"
 	default:
-		d.LimitsNote = fmt.Sprintf("window %d as given; threshold = window − Pi's reserveTokens %d; budget = min(%d, %.2f × window) from context-fold's settings", lim.Window, lim.Reserve, lim.Knobs.BudgetCap, lim.Knobs.BudgetFraction)
+		threshold := fmt.Sprintf("compaction threshold = window − Pi's reserveTokens %d", lim.Reserve)
+		if lim.Reserve < 0 {
+			threshold = "Pi's compaction is off: no threshold"
+		}
+		budget := "fold budget as given"
+		if lim.Budget <= 0 {
+			budget = fmt.Sprintf("fold budget from context-fold's settings (%.2f × window, at most %d, and %d under the threshold)", lim.Knobs.BudgetFraction, lim.Knobs.BudgetCap, engine.ReplyMargin)
+		}
+		d.LimitsNote = fmt.Sprintf("window %d as given; %s; %s", lim.Window, threshold, budget)
 	}
 	return d, nil
 }

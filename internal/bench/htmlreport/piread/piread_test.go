@@ -161,7 +161,7 @@ func TestReadPiSession(t *testing.T) {
 			t.Fatalf("block %+v", b)
 		}
 	}
-	if d.Threshold != foldWindow-DefaultReserve || d.Budget != int(0.75*foldWindow) || d.Model != "claude-opus-4-5" {
+	if d.Threshold != foldWindow-DefaultReserve || d.Budget != min(int(0.75*foldWindow), foldWindow-DefaultReserve-engine.ReplyMargin) || d.Model != "claude-opus-4-5" {
 		t.Fatalf("limits %d/%d/%d, model %q", d.Window, d.Threshold, d.Budget, d.Model)
 	}
 	// Prices come from the money Pi recorded: Opus 4.5's list prices.
@@ -261,6 +261,31 @@ func TestReadUnfoldAndCompaction(t *testing.T) {
 	}
 	if d.Window != 0 || d.Threshold != 0 || d.Budget != 0 || !strings.Contains(d.LimitsNote, "not given") {
 		t.Fatalf("without a window: %d/%d/%d, %q", d.Window, d.Threshold, d.Budget, d.LimitsNote)
+	}
+}
+
+// TestLimits: the threshold is the window less Pi's reserve (none when
+// Pi's compaction is off); the budget is the knobs', kept ReplyMargin
+// under the threshold when that is lower, unless one is given.
+func TestLimits(t *testing.T) {
+	path := filepath.Join("testdata", "folded-session.jsonl")
+	for _, tc := range []struct {
+		lim               Limits
+		threshold, budget int
+	}{
+		{Limits{Window: 200_000, Reserve: DefaultReserve, Knobs: policy.DefaultKnobs}, 183_616, 150_000},
+		{Limits{Window: 40_000, Reserve: DefaultReserve, Knobs: policy.DefaultKnobs}, 23_616, 40_000 - DefaultReserve - engine.ReplyMargin},
+		{Limits{Window: 40_000, Reserve: -1, Knobs: policy.DefaultKnobs}, 0, 30_000},
+		{Limits{Window: 40_000, Reserve: 0, Budget: 12_345, Knobs: policy.DefaultKnobs}, 40_000, 12_345},
+		{Limits{Window: 0, Reserve: DefaultReserve, Knobs: policy.DefaultKnobs}, 0, 0},
+	} {
+		d, err := Read(path, tc.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Threshold != tc.threshold || d.Budget != tc.budget {
+			t.Errorf("%+v: threshold %d, budget %d; want %d and %d", tc.lim, d.Threshold, d.Budget, tc.threshold, tc.budget)
+		}
 	}
 }
 

@@ -229,11 +229,11 @@ func Read(path string, lim Limits) (*htmlreport.Data, error) {
 		if lim.Reserve < 0 {
 			threshold = "Pi's compaction is off: no threshold"
 		}
-		budget := "fold budget as given"
+		budget := fmt.Sprintf("fold budget %d as given (-budget)", lim.Budget)
 		if lim.Budget <= 0 {
 			budget = fmt.Sprintf("fold budget from context-fold's settings (%.2f × window, at most %d, and %d under the threshold)", lim.Knobs.BudgetFraction, lim.Knobs.BudgetCap, engine.ReplyMargin)
 		}
-		d.LimitsNote = fmt.Sprintf("window %d as given; %s; %s", lim.Window, threshold, budget)
+		d.LimitsNote = fmt.Sprintf("window %d as given (-window); %s; %s", lim.Window, threshold, budget)
 	}
 	return d, nil
 }

@@ -140,7 +140,7 @@ export default function contextFold(pi: ExtensionAPI): void {
 	});
 	pi.on("input", async (event, ctx) => warning.confirm(event as any, ctx));
 	pi.registerCommand("context-fold", {
-		description: "context-fold status, settings and folded blocks. Usage: /context-fold [status|config|folded|discard-images]",
+		description: "context-fold status, settings, folded blocks and the report page. Usage: /context-fold [status|config|folded|report|discard-images]",
 		handler: async (args, ctx) => {
 			if (await off(ctx)) return say(ctx, `context-fold is off this session (no folding): ${current().unavailable}`);
 			try {

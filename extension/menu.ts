@@ -3,10 +3,12 @@
 // this file only asks.
 import type { ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import type { Ask, CacheWarning } from "./advisory.ts";
+import { reportCommand } from "./report.ts";
 import { noSessionEntries } from "./session.ts";
 
 export async function contextFoldCommand(args: string, ctx: ExtensionCommandContext, ask: Ask, warning: CacheWarning): Promise<void> {
 	const sub = args.trim().toLowerCase();
+	if (sub === "report") return reportCommand(ctx, ask);
 	// Headless (Pi routes stdout to stderr in print mode): print, never ask.
 	if (!ctx.hasUI) return print(await ask(sub === "config" || sub === "settings" ? "config" : "status", {}));
 	if (sub === "status") return status(ctx, ask);

@@ -128,6 +128,7 @@ func commands() []command {
 				"<sessionDir>/context-fold/<sessionId>/handoff-<sessionId>.md, and prints that path " +
 				"(-print prints the seed first). Flags may come after the file.",
 			handoffCmd},
+		reportCommand(),
 		{"lexicon", []form{{"[-samples N] <trajectory dir or file>...", "measure the error lexicon on tool outputs"}},
 			"Lexicon measures the error lexicon on the tool outputs of trajectories: how many lines it " +
 				"flags as errors and warnings, and evenly spread samples of flagged lines and of unflagged " +

@@ -587,16 +587,22 @@ func (e *Engine) Render() [][]byte {
 // checks the request plus its reply against it, so folding must get there
 // first or the agent's own lossy compaction runs while foldable mass remains.
 func (e *Engine) frame(window, reserve int) (budget, tail int) {
-	k := e.cfg.Knobs
-	budget = int(float64(window) * k.BudgetFraction)
+	budget = Budget(e.cfg.Knobs, window, reserve)
+	return budget, min(e.cfg.Knobs.Tail, budget/2)
+}
+
+// Budget is the request budget knobs k give at window when the agent
+// compacts at window − reserve (reserve 0: it does not compact on its
+// own); see frame.
+func Budget(k policy.Knobs, window, reserve int) int {
+	budget := int(float64(window) * k.BudgetFraction)
 	if k.BudgetCap > 0 && k.BudgetCap < budget {
 		budget = k.BudgetCap
 	}
 	if t, ok := thresholdBudget(window, reserve); ok && t < budget {
 		budget = t
 	}
-	tail = min(k.Tail, budget/2)
-	return budget, tail
+	return budget
 }
 
 // thresholdBudget is the budget that keeps requests ReplyMargin under the

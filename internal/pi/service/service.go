@@ -179,6 +179,8 @@ func (s *Service) Handle(ctx context.Context, method string, params json.RawMess
 			return nil, badRequest(method, err)
 		}
 		return s.show(p)
+	case "reportLimits":
+		return s.reportLimits()
 	case "compact":
 		var p CompactParams
 		if err := json.Unmarshal(params, &p); err != nil {

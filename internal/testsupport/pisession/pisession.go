@@ -40,5 +40,14 @@ func (f *File) Custom(customType string, data []byte) string {
 	return f.entry(`"type":"custom","customType":"` + customType + `","data":` + string(data))
 }
 
+// Compaction appends a compaction entry: Pi's summary, and the entry the
+// history is kept from.
+func (f *File) Compaction(summary, firstKept string) string {
+	return f.entry(fmt.Sprintf(`"type":"compaction","summary":%q,"firstKeptEntryId":%q,"tokensBefore":0`, summary, firstKept))
+}
+
+// Next returns the id the next entry will get.
+func (f *File) Next() string { return fmt.Sprintf("e%07d", f.n) }
+
 // WriteFile writes the file to path.
 func (f *File) WriteFile(path string) error { return os.WriteFile(path, []byte(f.b.String()), 0o644) }

@@ -131,30 +131,34 @@ func start() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "contextfold-pg-")
-	if err != nil {
-		return nil, err
-	}
-	cleanup := func() { os.RemoveAll(dir) }
 	// As root, the server's programs run as an unprivileged user that
-	// owns the directory.
+	// owns the directory, in /tmp: root's TMPDIR may be out of its reach.
 	var as []string
+	base := ""
+	var uid, gid int
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			u, err = user.Lookup("nobody")
 		}
 		if err != nil {
-			cleanup()
 			return nil, fmt.Errorf("no user to run PostgreSQL as: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
+		as = []string{"runuser", "-u", u.Username, "--"}
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "contextfold-pg-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	if as != nil {
 		if err := os.Chown(dir, uid, gid); err != nil {
 			cleanup()
 			return nil, err
 		}
-		as = []string{"runuser", "-u", u.Username, "--"}
 	}
 	cmd := func(name string, args ...string) error {
 		argv := append(append(as[:len(as):len(as)], filepath.Join(bin, name)), args...)

@@ -1,7 +1,9 @@
 package foldstore
 
 import (
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/contextfold/contextfold/internal/core/engine"
 )
@@ -18,6 +20,11 @@ type Backend interface {
 	Alias(name string) (target string, ok bool)
 	// SetAlias durably records that name continues in target.
 	SetAlias(name, target string) error
+	// NoteCall notes a call of context-fold's own tools the model made
+	// in the conversation a Log's Path names, for the MCP server. Not
+	// synced: it only tells the server, about to be called, whose call
+	// it is.
+	NoteCall(path string, c Call) error
 }
 
 // Log is one open conversation of a Backend: the writer's side.
@@ -33,7 +40,8 @@ type Log interface {
 	// Requests returns the unfold requests readers made since the last
 	// call (or since the conversation was opened).
 	Requests() ([][]string, error)
-	// Path names the conversation in logs and for NoteCall.
+	// Path names the conversation in logs, for Backend.NoteCall and for
+	// a Reader of the same store.
 	Path() string
 	Close() error
 }
@@ -43,8 +51,9 @@ type Log interface {
 // them, and ask the writer to unfold. Names are as Conversations gives
 // them.
 type Reader interface {
-	// Conversations lists the store's conversations, newest first.
-	Conversations() ([]string, error)
+	// Conversations lists the store's conversations, the latest written
+	// first.
+	Conversations() ([]Listing, error)
 	// Read returns what conversation name holds.
 	Read(name string) (*Contents, error)
 	// RecentCalls returns the calls noted lately in name, oldest first;
@@ -56,6 +65,13 @@ type Reader interface {
 	RequestUnfold(name string, codes []string) error
 }
 
+// Listing is a conversation as Reader.Conversations lists it.
+type Listing struct {
+	Name string
+	// Written is when it was last written (a file's modification time).
+	Written time.Time
+}
+
 // OpenConversation implements Backend.
 func (s *Store) OpenConversation(api, session, name string) (Log, *Contents, error) {
 	c, contents, err := s.ConversationFile(api, session, name)
@@ -65,12 +81,27 @@ func (s *Store) OpenConversation(api, session, name string) (Log, *Contents, err
 	return c, contents, nil
 }
 
+// NoteCall implements Backend: path is the conversation's file.
+func (s *Store) NoteCall(path string, c Call) error { return NoteCall(path, c) }
+
 // DirReader reads the store in directory Dir without locking it: the
 // files are append-only. Names are the files' paths.
 type DirReader struct{ Dir string }
 
 // Conversations implements Reader.
-func (r DirReader) Conversations() ([]string, error) { return Files(r.Dir) }
+func (r DirReader) Conversations() ([]Listing, error) {
+	paths, err := Files(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Listing, 0, len(paths))
+	for _, p := range paths {
+		if info, err := os.Stat(p); err == nil {
+			out = append(out, Listing{Name: p, Written: info.ModTime()})
+		}
+	}
+	return out, nil
+}
 
 // Read implements Reader.
 func (r DirReader) Read(name string) (*Contents, error) { return ReadFile(r.path(name)) }

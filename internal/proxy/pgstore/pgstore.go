@@ -129,11 +129,9 @@ ON CONFLICT (name) DO NOTHING`, name, api, tag, created); err != nil {
 	return &Conversation{s: s, name: name}, contents, nil
 }
 
-// Path implements foldstore.Log: the conversation's name in logs.
-func (c *Conversation) Path() string { return "postgres:" + c.name }
-
-// Name is the conversation's name (foldstore.FileName).
-func (c *Conversation) Name() string { return c.name }
+// Path implements foldstore.Log: the conversation's name, as a Reader
+// of the store names it.
+func (c *Conversation) Path() string { return c.name }
 
 // Close implements foldstore.Log; the connections are the Store's.
 func (c *Conversation) Close() error { return nil }
@@ -378,19 +376,23 @@ ON CONFLICT (name) DO UPDATE SET target = excluded.target`, name, target); err !
 	return nil
 }
 
-// Conversations implements foldstore.Reader: names, newest first.
-func (s *Store) Conversations() ([]string, error) {
+// Conversations implements foldstore.Reader.
+func (s *Store) Conversations() ([]foldstore.Listing, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT name FROM conversations ORDER BY updated DESC, name`)
+	rows, err := s.pool.Query(ctx, `SELECT name, updated FROM conversations ORDER BY updated DESC, name`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	var out []foldstore.Listing
+	var l foldstore.Listing
+	if _, err := pgx.ForEachRow(rows, []any{&l.Name, &l.Written}, func() error {
+		out = append(out, l)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	return names, nil
+	return out, nil
 }
 
 // Read implements foldstore.Reader.
@@ -433,24 +435,32 @@ func (s *Store) RecentCalls(name string, _ int64) ([]foldstore.Call, error) {
 	return calls, nil
 }
 
-// NoteCall implements foldstore.Reader. Like the file store's, it only
-// tells the MCP server whose a call is; it commits, but nothing waits on it.
+// NoteCall implements foldstore.Backend and foldstore.Reader. Like the
+// file store's, it only tells the MCP server whose a call is. It marks the
+// conversation written, as an append to its file would.
 func (s *Store) NoteCall(name string, c foldstore.Call) error {
-	ctx, cancel := s.ctx()
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO calls (conversation, id, name, ns, args, at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		name, c.ID, c.Name, c.Namespace, []byte(c.Args), c.At.UTC().Format(time.RFC3339Nano)); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
-	}
-	return nil
+	return s.insert(name, `INSERT INTO calls (conversation, id, name, ns, args, at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.ID, c.Name, c.Namespace, []byte(c.Args), c.At.UTC().Format(time.RFC3339Nano))
 }
 
 // RequestUnfold implements foldstore.Reader.
 func (s *Store) RequestUnfold(name string, codes []string) error {
+	return s.insert(name, `INSERT INTO unfold_requests (conversation, codes) VALUES ($1, $2)`, codes)
+}
+
+// insert runs sql with name and args, and marks conversation name written.
+func (s *Store) insert(name, sql string, args ...any) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO unfold_requests (conversation, codes) VALUES ($1, $2)`, name, codes); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sql, append([]any{name}, args...)...); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE conversations SET updated = now() WHERE name = $1`, name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: conversation %s: %w", name, err)
 	}
 	return nil
 }

@@ -411,11 +411,15 @@ func TestAliasesAndList(t *testing.T) {
 	if err := c.RecordIndex("i"); err != nil {
 		t.Fatal(err)
 	}
-	names, err := s.Conversations()
+	list, err := s.Conversations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(names, []string{"first", "second"}) {
+	var names []string
+	for _, l := range list {
+		names = append(names, l.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"first", "second"}) || list[0].Written.Before(list[1].Written) {
 		t.Fatalf("conversations %v, want the last written first", names)
 	}
 	if _, _, err := s.Conversation("anthropic-messages", "", "first"); err == nil {

@@ -1,5 +1,6 @@
 // Package pgtest gives tests a real PostgreSQL: a throw-away cluster
-// started once per test package (Main, from TestMain), or the server
+// started once per test package, by its first test that asks for a
+// database, and stopped by Main (called from TestMain), or the server
 // CONTEXTFOLD_PG_URL names, and a fresh database per test (URL). Nothing
 // is mocked.
 //
@@ -23,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,34 +38,46 @@ const EnvURL = "CONTEXTFOLD_PG_URL"
 
 var (
 	// admin is the URL of the server's maintenance database; "" when
-	// there is no server, and missing says why.
+	// there is no server, and missing says why. once starts the server
+	// for the first test that needs one; stop stops it.
 	admin   string
 	missing string
+	once    sync.Once
+	stop    func()
 	dbs     atomic.Int64
 )
 
-// Main runs the package's tests (m) with a server, and exits.
+// Main runs the package's tests (m), stops the cluster if one of them
+// started it, and exits.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	code := m.Run()
+	if stop != nil {
+		stop()
+	}
+	os.Exit(code)
 }
 
-func run(m *testing.M) int {
-	if u := os.Getenv(EnvURL); u != "" {
-		admin = u
-		return m.Run()
-	}
-	stop, err := start()
-	if err != nil {
-		missing = err.Error()
-		return m.Run()
-	}
-	defer stop()
-	return m.Run()
+// server sets admin, starting the cluster the first time it is called.
+// Only a package whose TestMain calls Main may start one: nothing else
+// would stop it.
+func server() {
+	once.Do(func() {
+		if u := os.Getenv(EnvURL); u != "" {
+			admin = u
+			return
+		}
+		var err error
+		if stop, err = start(); err != nil {
+			missing = err.Error()
+		}
+	})
 }
 
 // URL returns the URL of a new empty database for t, dropped when t ends.
+// The package's TestMain must call Main.
 func URL(t testing.TB) string {
 	t.Helper()
+	server()
 	if admin == "" {
 		if os.Getenv("CI") != "" || os.Getenv("CONTEXTFOLD_E2E") != "" {
 			t.Fatalf("PostgreSQL is required here (apt-get install -y postgresql): %s", missing)

@@ -9,8 +9,9 @@
 // conversation and seq, so a retried commit records nothing more. The
 // schema is migrated on Open under an advisory lock (see migrate).
 //
-// Not yet built on it: leases (one replica advancing a conversation at a
-// time), the proxy's -store flag, the MCP server reading from it, gc.
+// contextfold proxy and contextfold mcp use it when -store is a
+// postgres:// URL. Not built on it yet: leases (one replica advancing a
+// conversation at a time), gc (docs/TEAM.md).
 package pgstore
 
 import (

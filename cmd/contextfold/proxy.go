@@ -18,6 +18,7 @@ import (
 	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/proxy"
 	"github.com/contextfold/contextfold/internal/proxy/foldstore"
+	"github.com/contextfold/contextfold/internal/proxy/pgstore"
 )
 
 // storeDir is the -store flag's directory, or the default one.
@@ -28,10 +29,28 @@ func storeDir(flagValue string) (string, error) {
 	return foldstore.DefaultDir()
 }
 
+// isDatabase reports whether a -store value names a PostgreSQL database
+// (a libpq URL) rather than a directory.
+func isDatabase(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// redacted is a database URL with its password hidden, for logs.
+func redacted(store string) string {
+	u, err := url.Parse(store)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+// storeUsage is the -store flag's help.
+const storeUsage = "`directory` of the fold record (default: the user's state directory, contextfold/proxy), or a postgres:// URL of a PostgreSQL database (docs/TEAM.md)"
+
 // proxyGC removes the conversation files not written for a while.
 func proxyGC(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("proxy")
-	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
+	store := fs.String("store", "", storeUsage)
 	age := fs.Duration("older-than", 30*24*time.Hour, "remove conversations not written for this `duration`")
 	if exit, ok := parse(fs, args, stdout, stderr); !ok {
 		return exit
@@ -41,6 +60,10 @@ func proxyGC(args []string, stdout, stderr io.Writer) int {
 	}
 	if *age <= 0 {
 		return usageError(stderr, "proxy", "-older-than %v: want a positive duration", *age)
+	}
+	if isDatabase(*store) {
+		fmt.Fprintln(stderr, "contextfold proxy gc: a PostgreSQL store has no gc yet (docs/TEAM.md)")
+		return 1
 	}
 	dir, err := storeDir(*store)
 	if err != nil {
@@ -60,6 +83,28 @@ func proxyGC(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// openStore opens the store a -store value names for the proxy: a
+// PostgreSQL database (its schema migrated) or a directory (locked for
+// this process). where names it for logs, without a password.
+func openStore(ctx context.Context, store string) (st foldstore.Backend, where string, closeStore func(), err error) {
+	if isDatabase(store) {
+		pg, err := pgstore.Open(ctx, store)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return pg, redacted(store), pg.Close, nil
+	}
+	dir, err := storeDir(store)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	fst, err := foldstore.Open(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return fst, dir, func() { fst.Close() }, nil
 }
 
 // Defaults of the proxy command's flags.
@@ -86,7 +131,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	oai := fs.String("openai", defaultOpenAI, "OpenAI Responses and Chat Completions upstream `URL`; request paths are appended to it")
 	maxBody := fs.Int64("max-body", proxy.DefaultMaxBody, "largest request body in `bytes`")
 	fold := fs.Bool("fold", true, "fold stale tool results; -fold=false forwards every request unchanged")
-	store := fs.String("store", "", "`directory` of the fold record (default: the user's state directory, contextfold/proxy)")
+	store := fs.String("store", "", storeUsage)
 	window := fs.Int("window", 0, "context window to fold for, in `tokens` (0: the window the client assumes for the model, with its own settings)")
 	cut := fs.Bool("cut-through", true, "send a folded request upstream while its body still arrives, predicted from the previous request and confirmed before its last byte; -cut-through=false holds each body until it is whole")
 	allowHost := fs.String("allow-host", "", "comma-separated `hosts` (names or IP addresses, no port) to serve besides loopback names and the listen address, as the Host header and as a browser page's Origin: for a gateway or a LAN name; * serves any Host, but a page's Origin must still be loopback, the listen address or listed, and a browser's cross-site request (Sec-Fetch-Site) is refused whatever is listed")
@@ -134,24 +179,19 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "contextfold proxy")
 	cfg.Log = log
 	if *fold {
-		dir, err := storeDir(*store)
+		st, where, closeStore, err := openStore(ctx, *store)
 		if err != nil {
 			fmt.Fprintln(stderr, "contextfold proxy:", err)
 			return 1
 		}
-		st, err := foldstore.Open(dir)
-		if err != nil {
-			fmt.Fprintln(stderr, "contextfold proxy:", err)
-			return 1
-		}
-		defer st.Close()
+		defer closeStore()
 		folder := proxy.NewFolder(st, schedule.Default, *window, log)
 		folder.MaxHeld = *maxMemory
 		folder.HoldThinking = !*dropBlock
 		folder.Env = os.Getenv // the client's settings, where the shell exported them to both
 		defer folder.Close()
 		cfg.Folder = folder
-		log.Info("folding", "store", dir)
+		log.Info("folding", "store", where)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -29,20 +29,20 @@ var watchFormats = map[codec.API]callwatch.Format{
 }
 
 // watchCalls returns res's body, unchanged, read through a watcher that
-// notes each call of context-fold's own tools in the conversation's file
-// at path, before the bytes that complete the call reach the client: the
+// notes each call of context-fold's own tools in the conversation (note),
+// before the bytes that complete the call reach the client: the
 // MCP server, which the client calls next, then knows whose call it is. A
 // gzip body is watched through a decompressor beside the stream; any other
 // encoding is not watched (the MCP server then falls back, see package
 // mcp).
-func watchCalls(res *http.Response, api codec.API, path string, log *slog.Logger) io.ReadCloser {
+func watchCalls(res *http.Response, api codec.API, note func(foldstore.Call) error, log *slog.Logger) io.ReadCloser {
 	f, ok := watchFormats[api]
 	if !ok {
 		return res.Body
 	}
 	ct, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	w := callwatch.New(f, ct == "text/event-stream", OwnTool, func(c callwatch.Call) {
-		err := foldstore.NoteCall(path, foldstore.Call{ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: time.Now()})
+		err := note(foldstore.Call{ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: time.Now()})
 		if err != nil {
 			log.Warn("could not note a recall call; the MCP server may not tell whose it is", "err", err)
 		}

@@ -87,14 +87,14 @@ func TestCompactionForgetsNothing(t *testing.T) {
 	run(b, 25)
 	b.send(t, srv.URL) // the last output goes out too
 
-	files, err := foldstore.Files(folder.store.Dir())
+	files, err := foldstore.Files(folder.store.(*foldstore.Store).Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 1 {
 		t.Fatalf("%d conversation files, want the one carried across the compaction", len(files))
 	}
-	if aliases, _ := filepath.Glob(filepath.Join(folder.store.Dir(), "*.alias")); len(aliases) != 1 {
+	if aliases, _ := filepath.Glob(filepath.Join(folder.store.(*foldstore.Store).Dir(), "*.alias")); len(aliases) != 1 {
 		t.Errorf("%d aliases, want 1", len(aliases))
 	}
 	contents, err := foldstore.ReadFile(files[0])

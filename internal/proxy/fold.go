@@ -51,7 +51,7 @@ const DefaultMaxHeld = 1 << 30
 // message that made it name the conversation. A request with no tool
 // result yet has nothing to fold and passes through untouched.
 type Folder struct {
-	store  *foldstore.Store
+	store  foldstore.Backend
 	policy policy.Policy
 	log    *slog.Logger
 	// window is the context window folding plans for, in tokens (0: the
@@ -95,7 +95,7 @@ type Folder struct {
 // NewFolder returns a Folder that folds by pol (the host's choice),
 // records to store, and plans for a context window of window tokens (0: the
 // engine's default).
-func NewFolder(store *foldstore.Store, pol policy.Policy, window int, log *slog.Logger) *Folder {
+func NewFolder(store foldstore.Backend, pol policy.Policy, window int, log *slog.Logger) *Folder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -128,7 +128,7 @@ type conversation struct {
 
 	mu   sync.Mutex
 	eng  *engine.Engine
-	file *foldstore.Conversation
+	file foldstore.Log
 	// prev is the previous request, to find what this one kept; prevBuf
 	// holds its body (nil: not pooled). Written under mu and pm, read
 	// under either: pm lets an arriving body find them without waiting
@@ -432,7 +432,7 @@ func (f *Folder) conversation(api codec.API, session, scope, name string) (*conv
 	if ok {
 		return f.conversation(api, session, scope, name)
 	}
-	file, contents, err := f.store.ConversationFile(string(api), session, name)
+	file, contents, err := f.store.OpenConversation(string(api), session, name)
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"github.com/contextfold/contextfold/internal/proxy/codec"
+	"github.com/contextfold/contextfold/internal/proxy/foldstore"
 )
 
 // API is a provider wire family the proxy forwards to.
@@ -541,7 +542,8 @@ func (p *Proxy) logged(res *http.Response) error {
 		}
 		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
 		if path := info.path(); path != "" && res.StatusCode/100 == 2 {
-			res.Body = watchCalls(res, info.in.api, path, p.cfg.Log)
+			note := func(c foldstore.Call) error { return p.cfg.Folder.store.NoteCall(path, c) }
+			res.Body = watchCalls(res, info.in.api, note, p.cfg.Log)
 		}
 	}
 	return nil

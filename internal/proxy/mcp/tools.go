@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -43,6 +42,12 @@ func Tools(dir string) []Tool {
 	return store{dir: dir, wait: callWait, now: time.Now, sleep: time.Sleep}.tools()
 }
 
+// ToolsOf returns recall_folded and unfold over the store r reads (the
+// database's, package pgstore).
+func ToolsOf(r foldstore.Reader) []Tool {
+	return store{r: r, wait: callWait, now: time.Now, sleep: time.Sleep}.tools()
+}
+
 func (st store) tools() []Tool {
 	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
 	return []Tool{
@@ -69,13 +74,23 @@ func (st store) tools() []Tool {
 	}
 }
 
-// store reads the fold store's conversation files afresh on every call:
-// the proxy appends to them while this server runs.
+// store reads the fold store's conversations afresh on every call: the
+// proxy records to them while this server runs.
 type store struct {
+	// r reads the store; nil: the file store in dir.
+	r     foldstore.Reader
 	dir   string
 	wait  time.Duration // how long to look for the call the proxy notes
 	now   func() time.Time
 	sleep func(time.Duration)
+}
+
+// reader is what reads the store.
+func (s store) reader() foldstore.Reader {
+	if s.r != nil {
+		return s.r
+	}
+	return foldstore.DirReader{Dir: s.dir}
 }
 
 // How a call is matched to its conversation (see caller).
@@ -139,7 +154,8 @@ func (s store) caller(ctx context.Context, tool string, args, meta json.RawMessa
 
 // match looks for the call once; found says the answer is final.
 func (s store) match(tool, id string, args json.RawMessage) (path string, found bool) {
-	paths, err := foldstore.Files(s.dir)
+	r := s.reader()
+	convs, err := r.Conversations()
 	if err != nil {
 		return "", false
 	}
@@ -151,15 +167,12 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 		at   time.Time
 	}
 	var hits []hit
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			continue
+	for _, conv := range convs {
+		p := conv.Name
+		if now.Sub(conv.Written) > callAge {
+			break // listed newest first: the rest are older still
 		}
-		if now.Sub(info.ModTime()) > callAge {
-			break // Files lists newest first: the rest are older still
-		}
-		calls, err := foldstore.RecentCalls(p, callTail)
+		calls, err := r.RecentCalls(p, callTail)
 		if err != nil {
 			continue
 		}
@@ -195,7 +208,8 @@ func (s store) match(tool, id string, args json.RawMessage) (path string, found 
 // parent's session: a subagent may be handed its parent's code). A
 // conversation of another session is never read.
 func (s store) session(path string) ([]string, []*foldstore.Contents, error) {
-	own, err := foldstore.ReadFile(path)
+	r := s.reader()
+	own, err := r.Read(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,15 +217,16 @@ func (s store) session(path string) ([]string, []*foldstore.Contents, error) {
 	if own.Session == "" {
 		return paths, convs, nil
 	}
-	all, err := foldstore.Files(s.dir)
+	all, err := r.Conversations()
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, p := range all {
+	for _, l := range all {
+		p := l.Name
 		if p == path {
 			continue
 		}
-		if c, err := foldstore.ReadFile(p); err == nil && c.Session == own.Session {
+		if c, err := r.Read(p); err == nil && c.Session == own.Session {
 			paths, convs = append(paths, p), append(convs, c)
 		}
 	}
@@ -319,7 +334,7 @@ func (s store) unfold(ctx context.Context, raw, meta json.RawMessage) (string, b
 		u.Expanded = append(u.Expanded, recall.Match{Code: code, Label: recall.StoreLabel(tool)})
 	}
 	for _, p := range order {
-		if err := foldstore.RequestUnfold(p, byFile[p]); err != nil {
+		if err := s.reader().RequestUnfold(p, byFile[p]); err != nil {
 			return fmt.Sprintf("unfold failed: %v", err), true
 		}
 	}

@@ -171,7 +171,7 @@ type conversation struct {
 	// (see request).
 	requests       int
 	saved, savedAt int
-	compactedAt int
+	compactedAt    int
 	// indexAt is the message the index was last appended to (-1: none
 	// yet), and indexMsg that message, to find it again without a scan.
 	indexAt  int

@@ -42,10 +42,10 @@ type Data struct {
 	RequestsNote string
 	// Estimated says the sizes drawn are the host's own estimates
 	// (Request.EstRaw and EstSent: the proxy's), not the usage reported.
-	Estimated bool
-	Events       []Event
-	Compactions  []Compaction
-	Blocks       []Block
+	Estimated   bool
+	Events      []Event
+	Compactions []Compaction
+	Blocks      []Block
 	// Prices price tokens the record holds no money for, and the estimate
 	// without folding; nil when there is nothing to price.
 	Prices *Prices

@@ -29,7 +29,9 @@ const reportSession = "../../internal/bench/htmlreport/piread/testdata/folded-se
 // budget and reserve it planned for, the event it committed) with the
 // usage the session's provider reported for it, but for the last, whose
 // answer the client did not wait for; without, the file is as the proxy
-// wrote it before it noted requests.
+// wrote it before it noted requests. The usage is real, but it is Pi's:
+// its prompts carried its system prompt and tools and its own folds, at a
+// larger window, so the cache bars outgrow the sizes drawn.
 func foldedConversation(t *testing.T, notes bool) string {
 	t.Helper()
 	led, err := ledger.ReadFile("../../internal/pi/ledger/testdata/pi-mono-session.jsonl")

@@ -105,8 +105,8 @@ func TestReportRendersInChromium(t *testing.T) {
 			events:  31,
 		},
 		{
-			name:    "proxy-conversation",
-			args:    []string{filepath.Join(root, "cmd", "contextfold", "testdata", "report", "proxy-conversation.jsonl")},
+			name: "proxy-conversation",
+			args: []string{filepath.Join(root, "cmd", "contextfold", "testdata", "report", "proxy-conversation.jsonl")},
 			// The requests the proxy noted: sizes against its window,
 			// budget and the client's threshold, cache and cost from the
 			// usage, the one request without usage said.

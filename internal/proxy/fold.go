@@ -658,22 +658,36 @@ func (f *Folder) Settle(in *Incoming) {
 		return
 	}
 	in.after = nil
+	var note func()
 	if a.counted {
 		defer f.bg.Done()
 		if a.note != nil {
-			f.bg.Add(1) // while Settle's own count holds: Close has not begun waiting
-			go func(path string, r foldstore.Request) {
-				defer f.bg.Done()
-				f.noted(foldstore.NoteRequest(path, r))
-			}(a.c.file.Path(), *a.note)
+			path, r := a.c.file.Path(), *a.note
+			note = func() { f.noted(foldstore.NoteRequest(path, r)) }
 		}
 	}
 	if f.resize(a.c, a.size, a.idle) {
-		go f.prepare(a.c)
-	} else if a.idle {
+		// The request's line goes first on the idle work's goroutine:
+		// one goroutine woken, not two.
+		go func() {
+			if note != nil {
+				note()
+			}
+			f.prepare(a.c)
+		}()
+		return
+	}
+	if a.idle {
 		a.c.mu.Lock()
 		a.c.preparing = false
 		a.c.mu.Unlock()
+	}
+	if note != nil {
+		f.bg.Add(1) // while Settle's own count holds: Close has not begun waiting
+		go func() {
+			defer f.bg.Done()
+			note()
+		}()
 	}
 }
 

@@ -303,7 +303,6 @@ func (w *Watcher) dispatch() {
 }
 
 func (w *Watcher) event(data []byte) {
-	w.usageData(data)
 	switch w.format {
 	case Messages:
 		w.msgEvent(data)
@@ -413,16 +412,21 @@ func newNeedle(s string) needle {
 }
 
 // hasAny reports whether b contains any of the needles.
-func hasAny(b []byte, ns []needle) bool {
+func hasAny(b []byte, ns []needle) bool { return which(b, ns) >= 0 }
+
+// which returns the index in ns of the first needle found in b (the one
+// whose underscore comes first), or -1: one scan looks for needles of
+// different meanings at once.
+func which(b []byte, ns []needle) int {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '_')
 		if j < 0 {
-			return false
+			return -1
 		}
 		j += i
-		for _, n := range ns {
+		for x, n := range ns {
 			if k := j - n.at; k >= 0 && k+len(n.s) <= len(b) && bytes.Equal(b[k:k+len(n.s)], n.s) {
-				return true
+				return x
 			}
 		}
 		i = j + 1

@@ -48,9 +48,12 @@ func FuzzWatcher(f *testing.F) {
 			t.Fatalf("cuts %v: got %s\nwhole %s", cuts, show(got), show(whole))
 		}
 		// Nor what usage it reports, which never counts below zero.
-		wu, wn := watchUsage(fm, stream, [][]byte{body})
-		if u, n := watchUsage(fm, stream, split(body, cuts)); u != wu || n != wn || n > 1 {
-			t.Fatalf("cuts %v: usage %+v (%d), whole %+v (%d)", cuts, u, n, wu, wn)
+		wu, wn, wc := watchBoth(fm, stream, fuzzWant, [][]byte{body})
+		if !sameCalls(wc, whole) {
+			t.Fatalf("with usage watched: calls %s\nwithout %s", show(wc), show(whole))
+		}
+		if u, n, c := watchBoth(fm, stream, fuzzWant, split(body, cuts)); u != wu || n != wn || n > 1 || !sameCalls(c, whole) {
+			t.Fatalf("cuts %v: usage %+v (%d), whole %+v (%d); calls %s", cuts, u, n, wu, wn, show(c))
 		}
 		if wu.Input < 0 || wu.CacheRead < 0 || wu.CacheWrite < 0 || wu.Output < 0 {
 			t.Fatalf("usage %+v", wu)
@@ -139,8 +142,8 @@ func FuzzWatcherFraming(f *testing.F) {
 		if got := watch(s.f, true, nil, split(body, cuts)); !sameCalls(got, s.want) {
 			t.Fatalf("got %s\nwant %s\nbody %q", show(got), show(s.want), body)
 		}
-		if u, n := watchUsage(s.f, true, split(body, cuts)); u != s.usage || n != 1 {
-			t.Fatalf("usage %+v (%d), want %+v\nbody %q", u, n, s.usage, body)
+		if u, n, c := watchBoth(s.f, true, nil, split(body, cuts)); u != s.usage || n != 1 || !sameCalls(c, s.want) {
+			t.Fatalf("usage %+v (%d), want %+v; calls %s\nbody %q", u, n, s.usage, show(c), body)
 		}
 	})
 }

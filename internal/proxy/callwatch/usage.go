@@ -1,6 +1,9 @@
 package callwatch
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Usage is the token usage a response reports, in one shape for the three
 // formats: Input is the prompt tokens neither read from nor written to the
@@ -32,12 +35,31 @@ type usageState struct {
 	seen bool
 }
 
-// Usage events hold one of these tokens as a key; the needles let every
-// other event skip the parse (inside text they would be escaped).
+// A usage object holds this key, which the events without one skip
+// parsing for (inside text it would be escaped).
 var usageNeedles = [...][]needle{
-	Messages:  {newNeedle(`"input_tokens"`), newNeedle(`"output_tokens"`)},
+	Messages:  {newNeedle(`"output_tokens"`)},
 	Responses: {newNeedle(`"input_tokens"`)},
 	Chat:      {newNeedle(`"prompt_tokens"`)},
+}
+
+// usageKey is how a usage member begins.
+var usageKey = []byte(`"usage":`)
+
+// usageValue returns the value of the last "usage" member of an event,
+// decoded alone: Responses' last event holds the whole response, which
+// need not be parsed for it. Each format writes an event's own usage
+// after whatever else it holds, and text cannot hold the key unescaped.
+func usageValue(data []byte) (json.RawMessage, bool) {
+	i := bytes.LastIndex(data, usageKey)
+	if i < 0 {
+		return nil, false
+	}
+	var raw json.RawMessage
+	if json.NewDecoder(bytes.NewReader(data[i+len(usageKey):])).Decode(&raw) != nil {
+		return nil, false
+	}
+	return raw, true
 }
 
 // anthropicUsage is a Messages usage object; a nil count is absent.
@@ -64,48 +86,39 @@ type openAIUsage struct {
 
 // usageData reads the usage an event (or a JSON body) reports, if any.
 func (w *Watcher) usageData(data []byte) {
-	if w.onUsage == nil || !hasAny(data, usageNeedles[w.format]) {
+	if w.onUsage != nil && hasAny(data, usageNeedles[w.format]) {
+		w.readUsage(data)
+	}
+}
+
+// readUsage reads the usage of data, which a scan found a usage needle in.
+func (w *Watcher) readUsage(data []byte) {
+	var raw json.RawMessage
+	if w.stream {
+		var ok bool
+		if raw, ok = usageValue(data); !ok {
+			return
+		}
+	} else {
+		// A body is parsed once: all of it, to take its own usage.
+		var body struct {
+			Usage json.RawMessage `json:"usage"`
+		}
+		if json.Unmarshal(data, &body) != nil || body.Usage == nil {
+			return
+		}
+		raw = body.Usage
+	}
+	if w.format == Messages {
+		var u anthropicUsage
+		if json.Unmarshal(raw, &u) == nil {
+			w.anthropicUsage(&u)
+		}
 		return
 	}
-	switch w.format {
-	case Messages:
-		var ev struct {
-			Message *struct {
-				Usage *anthropicUsage `json:"usage"`
-			} `json:"message"`
-			Usage *anthropicUsage `json:"usage"`
-		}
-		if json.Unmarshal(data, &ev) != nil {
-			return
-		}
-		if ev.Message != nil {
-			w.anthropicUsage(ev.Message.Usage)
-		}
-		w.anthropicUsage(ev.Usage)
-	case Responses:
-		var ev struct {
-			Type     string `json:"type"`
-			Response *struct {
-				Usage *openAIUsage `json:"usage"`
-			} `json:"response"`
-			Usage *openAIUsage `json:"usage"`
-		}
-		if json.Unmarshal(data, &ev) != nil {
-			return
-		}
-		switch {
-		case !w.stream:
-			w.openAIUsage(ev.Usage)
-		case ev.Response != nil && ev.Type != "response.created" && ev.Type != "response.in_progress":
-			w.openAIUsage(ev.Response.Usage)
-		}
-	case Chat:
-		var ev struct {
-			Usage *openAIUsage `json:"usage"`
-		}
-		if json.Unmarshal(data, &ev) == nil {
-			w.openAIUsage(ev.Usage)
-		}
+	var u *openAIUsage
+	if json.Unmarshal(raw, &u) == nil {
+		w.openAIUsage(u)
 	}
 }
 

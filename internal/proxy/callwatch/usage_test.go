@@ -9,16 +9,24 @@ import (
 // watchUsage feeds chunks to a new Watcher with OnUsage set, closes it and
 // returns the usage reported and how many times it was.
 func watchUsage(f Format, stream bool, chunks [][]byte) (Usage, int) {
+	u, n, _ := watchBoth(f, stream, nil, chunks)
+	return u, n
+}
+
+// watchBoth is watchUsage that also returns the calls reported (want as
+// for watch): watching the usage must not change them.
+func watchBoth(f Format, stream bool, want func(string) bool, chunks [][]byte) (Usage, int, []Call) {
 	var got Usage
+	var calls []Call
 	n := 0
-	w := New(f, stream, nil, nil)
+	w := New(f, stream, want, func(c Call) { calls = append(calls, c) })
 	w.OnUsage(func(u Usage) { got = u; n++ })
 	for _, c := range chunks {
 		w.Write(c)
 	}
 	w.Close()
 	w.Close()
-	return got, n
+	return got, n, calls
 }
 
 // TestUsageSamples: the usage of the recorded streams (testdata), in every
@@ -43,9 +51,14 @@ func TestUsageSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		calls := watch(tt.f, true, nil, [][]byte{body})
 		for name, chunks := range chunkings(body, 7) {
-			if got, n := watchUsage(tt.f, true, chunks); got != tt.want || n != 1 {
+			got, n, gotCalls := watchBoth(tt.f, true, nil, chunks)
+			if got != tt.want || n != 1 {
 				t.Errorf("%s %s: usage %+v reported %d times, want %+v once", tt.file, name, got, n, tt.want)
+			}
+			if !sameCalls(gotCalls, calls) {
+				t.Errorf("%s %s: with usage watched, calls %s; without %s", tt.file, name, show(gotCalls), show(calls))
 			}
 		}
 	}

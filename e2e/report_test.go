@@ -102,13 +102,19 @@ func TestReportRendersInChromium(t *testing.T) {
 				`class="limit window" data-tokens="200000"`, `class="limit threshold" data-tokens="183616"`, `class="limit budget" data-tokens="150000"`,
 				`<svg id="chart-cache"`, `class="bar read"`, `<svg id="chart-cost"`, `class="series with"`, `class="series without"`},
 			colours: map[string]string{"sent": "#2563eb", "raw": "#9aa3b2", "window": "#dc2626", "budget": "#16a34a", "fold marker": "#7c3aed", "cache read": "#0d9488"},
-			events:  36,
+			events:  31,
 		},
 		{
-			name:    "proxy-conversation",
-			args:    []string{filepath.Join(root, "cmd", "contextfold", "testdata", "report", "proxy-conversation.jsonl")},
-			dom:     []string{`<svg id="chart-events"`, `class="series cumulative" data-points="4"`, "Not recorded: the proxy"},
-			colours: map[string]string{"event bar": "#7c3aed", "cumulative": "#9aa3b2"},
+			name: "proxy-conversation",
+			args: []string{filepath.Join(root, "cmd", "contextfold", "testdata", "report", "proxy-conversation.jsonl")},
+			// The requests the proxy noted: sizes against its window,
+			// budget and the client's threshold, cache and cost from the
+			// usage, the one request without usage said.
+			dom: []string{`<svg id="chart-sizes"`, `class="series raw" data-points="220"`, `class="series sent" data-points="220"`,
+				`class="limit window" data-tokens="100000"`, `class="limit threshold" data-tokens="83616"`, `class="limit budget" data-tokens="75000"`,
+				`<svg id="chart-cache"`, `class="bar read"`, `<svg id="chart-cost"`, `class="series with" data-points="220"`, `class="series without"`,
+				`id="no-usage"`, "price table: Claude Sonnet 4 list prices"},
+			colours: map[string]string{"sent": "#2563eb", "raw": "#9aa3b2", "window": "#dc2626", "threshold": "#ea580c", "budget": "#16a34a", "fold marker": "#7c3aed", "cache read": "#0d9488"},
 			events:  4,
 		},
 	} {
@@ -136,8 +142,8 @@ func TestReportRendersInChromium(t *testing.T) {
 			}
 			// One marker (or bar) per fold event in each chart that marks them.
 			markers := strings.Count(dom, `<g class="marker fold"`) + strings.Count(dom, `<rect class="bar event"`)
-			if perChart := map[bool]int{true: 2, false: 1}[tc.name == "pi-session"]; markers != perChart*tc.events {
-				t.Errorf("%d fold markers rendered, want %d", markers, perChart*tc.events)
+			if markers != 2*tc.events { // the size and cost charts
+				t.Errorf("%d fold markers rendered, want %d", markers, 2*tc.events)
 			}
 			// The block table holds every code the source page lists, and
 			// some.
@@ -145,11 +151,9 @@ func TestReportRendersInChromium(t *testing.T) {
 			if got, want := len(codes.FindAllString(dom, -1)), len(codes.FindAllString(string(src), -1)); got != want || got < tc.events {
 				t.Errorf("%d codes in the rendered table, %d in the page", got, want)
 			}
-			if tc.name == "pi-session" {
-				money := regexp.MustCompile(`<b class="with">\$[0-9.]+</b> · without folding ~ <b class="without">\$[0-9.]+</b>`)
-				if !money.MatchString(dom) {
-					t.Error("the cost panel shows no money")
-				}
+			money := regexp.MustCompile(`<b class="with">\$[0-9.]+</b> · without folding ~ <b class="without">\$[0-9.]+</b>`)
+			if !money.MatchString(dom) {
+				t.Error("the cost panel shows no money")
 			}
 			shot := filepath.Join(dir, tc.name+".png")
 			headless(t, browser, page, "--screenshot="+shot, "--window-size=1200,2400")

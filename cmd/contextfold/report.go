@@ -24,8 +24,12 @@ func reportCommand() command {
 			"compaction threshold (window less -reserve) and the fold budget (-budget, else from context-fold's settings); " +
 			"fold events and compactions marked; cache reads and writes; the money spent, as Pi recorded it, " +
 			"next to an estimate without folding, at the session's own prices (a price table when it " +
-			"recorded none). For a proxy conversation, whose file keeps no per-request sizes or usage: what " +
-			"each fold event masks. Both list the folded blocks with their codes. The session is named as " +
+			"recorded none). For a proxy conversation, from the line the proxy notes for each request: its size " +
+			"as the client sent it and as it went upstream (the proxy's estimates) against the window, the fold budget " +
+			"and the client's own compaction threshold where the proxy knew it; fold events and the client's " +
+			"compactions marked; cache reads and writes and the money from the usage the provider reported, " +
+			"at a price table, next to an estimate without folding (a file written before the proxy noted " +
+			"requests shows what each fold event masks instead). Both list the folded blocks with their codes. The session is named as " +
 			"for inspect (the latest when none is named). The session file does not record the model's " +
 			"window: give it with -window to draw the lines.",
 		reportCmd}
@@ -106,9 +110,9 @@ func piSettings() config.Resolved {
 	return config.Load(env, file)
 }
 
-// conversationReport reads a proxy conversation's file: its fold events
-// and folded blocks. The file keeps no per-request sizes or usage, so the
-// page has no request series and no money.
+// conversationReport reads a proxy conversation's file: its requests, as
+// the proxy noted them, its fold events and folded blocks. A file written
+// before the proxy noted requests has no request series and no money.
 func conversationReport(path string) (*htmlreport.Data, error) {
 	c, err := foldstore.ReadFile(path)
 	if err != nil {
@@ -116,7 +120,8 @@ func conversationReport(path string) (*htmlreport.Data, error) {
 	}
 	abs, _ := filepath.Abs(path)
 	d := &htmlreport.Data{Kind: "proxy conversation", ID: strings.TrimSuffix(filepath.Base(path), ".jsonl"), File: abs,
-		RequestsNote: "the proxy's conversation file keeps the fold events and the folded texts, not each request's size or usage, so no request series and no cost are shown"}
+		RequestsNote: "the proxy's conversation file holds no request lines (it was written before the proxy noted each request, or no request was noted), so no request series and no cost are shown"}
+	at := conversationRequests(d, c.Requests)
 	void := map[int]bool{}
 	for _, en := range c.Entries {
 		if en.Kind == engine.KindVoid {
@@ -128,14 +133,14 @@ func conversationReport(path string) (*htmlreport.Data, error) {
 		if en.Kind != engine.KindFold || void[en.Seq] {
 			continue
 		}
-		ev := htmlreport.Event{Seq: en.Seq, Trigger: en.Trigger}
+		ev := htmlreport.Event{Seq: en.Seq, Trigger: en.Trigger, Request: at[en.Seq]}
 		for _, rec := range en.Folds {
 			if rec.Digest == "" {
 				continue // recorded for recall only, never folded
 			}
-			b := htmlreport.Block{Code: rec.Code, Tool: rec.Tool, Seq: en.Seq, Bytes: rec.Bytes, State: "text missing or failing its sha256"}
+			b := htmlreport.Block{Code: rec.Code, Tool: rec.Tool, Seq: en.Seq, Request: at[en.Seq], Bytes: rec.Bytes, State: "text missing or failing its sha256"}
 			if t, ok := c.Texts[rec.ID]; ok && t.Verified(&rec) {
-				b = htmlreport.NewBlock(rec.Code, rec.Tool, en.Seq, 0, t.Text, rec.Digest)
+				b = htmlreport.NewBlock(rec.Code, rec.Tool, en.Seq, at[en.Seq], t.Text, rec.Digest)
 				b.State = "folded"
 				if released[rec.ID] {
 					b.State = "unfolded"
@@ -151,4 +156,44 @@ func conversationReport(path string) (*htmlreport.Data, error) {
 		}
 	}
 	return d, nil
+}
+
+// conversationRequests puts the requests the proxy noted into d: their
+// sizes as it estimated them, the usage the provider reported priced at
+// the price table (the proxy records no money), the limits of the last
+// request, and the client's compactions. It returns the request each fold
+// event was committed at, by event.
+func conversationRequests(d *htmlreport.Data, reqs []foldstore.Request) map[int]int {
+	at := map[int]int{}
+	if len(reqs) == 0 {
+		return at
+	}
+	d.Estimated, d.RequestsNote = true, ""
+	d.Prices = &htmlreport.TablePrices
+	prev := reqs[0].Compactions
+	for i, r := range reqs {
+		n := i + 1 // the page numbers what it shows; a lost line leaves no gap
+		q := htmlreport.Request{EstRaw: r.Raw, EstSent: r.Sent, Masked: max(0, r.Raw-r.Sent), NoUsage: r.Usage == nil}
+		if u := r.Usage; u != nil {
+			q.Input, q.CacheRead, q.CacheWrite, q.Output = u.Input, u.CacheRead, u.CacheWrite, u.Output
+		}
+		d.Requests = append(d.Requests, q)
+		if r.Seq > 0 {
+			at[r.Seq] = n
+		}
+		if r.Compactions > prev {
+			d.Compactions = append(d.Compactions, htmlreport.Compaction{Request: n, Kind: "the client's own compaction, recorded at this request"})
+		}
+		prev = r.Compactions
+	}
+	last := reqs[len(reqs)-1]
+	d.Window, d.Budget = last.Window, last.Budget
+	d.LimitsNote = "the window and fold budget the proxy planned the last request against"
+	if last.Reserve > 0 && last.Reserve < last.Window {
+		d.Threshold = last.Window - last.Reserve
+		d.LimitsNote += "; the compaction threshold is the client's own: the window less the room it keeps free before it compacts, as the proxy knew it"
+	} else {
+		d.LimitsNote += "; the client's compaction threshold was not known to the proxy, so none is drawn"
+	}
+	return at
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/contextfold/contextfold/internal/bench/htmlreport"
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/core/policy/schedule"
 	"github.com/contextfold/contextfold/internal/pi/ledger"
@@ -21,8 +24,15 @@ const reportSession = "../../internal/bench/htmlreport/piread/testdata/folded-se
 
 // foldedConversation writes, through the proxy's own store, the
 // conversation a proxy folding the real pi-mono session's messages would
-// keep, and returns its file.
-func foldedConversation(t *testing.T) string {
+// keep, and returns its file. With notes, each request is noted as the
+// proxy notes it (its sizes as the engine measured them, the window,
+// budget and reserve it planned for, the event it committed) with the
+// usage the session's provider reported for it, but for the last, whose
+// answer the client did not wait for; without, the file is as the proxy
+// wrote it before it noted requests. The usage is real, but it is Pi's:
+// its prompts carried its system prompt and tools and its own folds, at a
+// larger window, so the cache bars outgrow the sizes drawn.
+func foldedConversation(t *testing.T, notes bool) string {
 	t.Helper()
 	led, err := ledger.ReadFile("../../internal/pi/ledger/testdata/pi-mono-session.jsonl")
 	if err != nil {
@@ -41,12 +51,38 @@ func foldedConversation(t *testing.T) string {
 	defer c.Close()
 	e := engine.New(engine.Config{Policy: schedule.Default, Scope: "report-test"})
 	var msgs [][]byte
-	held, events := 0, 0
+	held, events, n := 0, 0, 0
+	var last *foldstore.Usage
 	for _, ent := range led.Messages() {
-		var m struct{ Role string }
+		var m struct {
+			Role  string
+			Usage *struct{ Input, Output, CacheRead, CacheWrite int }
+		}
 		if json.Unmarshal(ent.Message, &m) == nil && m.Role == "assistant" && len(msgs) > 0 {
-			res := e.Step(engine.Request{Keep: held, Append: msgs[held:], Window: 100_000}, engine.NopJournal{})
+			const window, reserve = 100_000, 16_384
+			res := e.Step(engine.Request{Keep: held, Append: msgs[held:], Window: window, Reserve: reserve}, engine.NopJournal{})
 			held = len(msgs)
+			if notes {
+				if last != nil {
+					if err := foldstore.NoteUsage(c.Path(), n, *last); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, saved, _ := e.Folded()
+				n++
+				r := foldstore.Request{N: n, Raw: res.Status.LiveTokens + saved, Sent: res.Status.LiveTokens, Window: window, Budget: res.Status.Budget, Reserve: reserve,
+					At: time.Date(2026, 12, 7, 10, 0, n, 0, time.UTC)}
+				if res.Event != nil {
+					r.Seq = res.Event.Seq
+				}
+				if err := foldstore.NoteRequest(c.Path(), r); err != nil {
+					t.Fatal(err)
+				}
+				last = nil
+				if u := m.Usage; u != nil {
+					last = &foldstore.Usage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output}
+				}
+			}
 			if ev := res.Event; ev != nil {
 				events++
 				if err := c.Commit(ev, func(id string) (string, bool) {
@@ -61,6 +97,9 @@ func foldedConversation(t *testing.T) string {
 			}
 		}
 		msgs = append(msgs, ent.Message)
+	}
+	if notes && n < 10 {
+		t.Fatalf("%d requests: the conversation should be longer", n)
 	}
 	if events < 2 {
 		t.Fatalf("%d fold events: the conversation should fold more", events)
@@ -120,7 +159,7 @@ func selfContained(t *testing.T, page string) {
 var codeRe = regexp.MustCompile(`\{#([0-9a-z]+) FOLDED\}`)
 
 func TestReportProxyConversation(t *testing.T) {
-	conv := foldedConversation(t)
+	conv := foldedConversation(t, true)
 	page := runReport(t, filepath.Join(t.TempDir(), "p.html"), conv)
 	selfContained(t, page)
 	// The golden names neither the temporary file nor its id (a hash).
@@ -147,15 +186,42 @@ func TestReportProxyConversation(t *testing.T) {
 			events++
 		}
 	}
-	if n := strings.Count(page, `<rect class="bar event"`); n != events {
+	// Every request noted is drawn, raw and sent, each fold event marked
+	// at the request that committed it, the window, budget and the
+	// client's threshold lined, the cost priced at the named table; the
+	// request without usage is counted and said.
+	for _, want := range []string{
+		fmt.Sprintf(`<polyline class="series raw" data-points="%d"`, len(c.Requests)),
+		fmt.Sprintf(`<polyline class="series sent" data-points="%d"`, len(c.Requests)),
+		fmt.Sprintf(`<polyline class="series with" data-points="%d"`, len(c.Requests)),
+		`<g class="limit window" data-tokens="100000"`, `<g class="limit threshold" data-tokens="83616"`, `<g class="limit budget"`,
+		`id="chart-cache"`, `id="money"`, htmlreport.TablePrices.Source,
+		fmt.Sprintf("1 of the %d requests has no usage recorded", len(c.Requests)),
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	for _, r := range c.Requests {
+		if r.Seq > 0 && !strings.Contains(page, fmt.Sprintf(`data-seq="%d" data-request="%d"`, r.Seq, r.N)) {
+			t.Errorf("fold event %d is not marked at request %d", r.Seq, r.N)
+		}
+	}
+	if n := strings.Count(page, `<g class="marker fold"`); n != 2*events { // the size and cost charts
+		t.Errorf("%d fold markers, %d fold events", n, events)
+	}
+	// A file written before the proxy noted requests: what each event
+	// masks, and why no request is drawn.
+	old := runReport(t, filepath.Join(t.TempDir(), "o.html"), foldedConversation(t, false))
+	if n := strings.Count(old, `<rect class="bar event"`); n != events {
 		t.Errorf("%d event bars, %d fold events", n, events)
 	}
 	for _, absent := range []string{`id="chart-sizes"`, `id="chart-cost"`, `id="money"`} {
-		if strings.Contains(page, absent) {
+		if strings.Contains(old, absent) {
 			t.Errorf("the page claims %s for a record without requests", absent)
 		}
 	}
-	if !strings.Contains(page, "Not recorded: the proxy") {
+	if !strings.Contains(old, "Not recorded: the proxy") {
 		t.Error("the page does not say why it has no requests")
 	}
 	// The checked-in conversation (which the end-to-end test renders in

@@ -34,8 +34,9 @@ var watchFormats = map[codec.API]callwatch.Format{
 // MCP server, which the client calls next, then knows whose call it is. A
 // gzip body is watched through a decompressor beside the stream; any other
 // encoding is not watched (the MCP server then falls back, see package
-// mcp).
-func watchCalls(res *http.Response, api codec.API, note func(foldstore.Call) error, log *slog.Logger) io.ReadCloser {
+// mcp). usage, if not nil, is given the token usage the response reports,
+// once its body has ended.
+func watchCalls(res *http.Response, api codec.API, note func(foldstore.Call) error, usage func(foldstore.Usage), log *slog.Logger) io.ReadCloser {
 	f, ok := watchFormats[api]
 	if !ok {
 		return res.Body
@@ -47,6 +48,11 @@ func watchCalls(res *http.Response, api codec.API, note func(foldstore.Call) err
 			log.Warn("could not note a recall call; the MCP server may not tell whose it is", "err", err)
 		}
 	})
+	if usage != nil {
+		w.OnUsage(func(u callwatch.Usage) {
+			usage(foldstore.Usage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output})
+		})
+	}
 	switch enc := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 		return &teeBody{r: res.Body, w: w, done: w.Close, log: log}

@@ -88,8 +88,11 @@ type Folder struct {
 	aliases, compacted map[string]string
 	// bg counts the idle work running (Prepare between requests), and
 	// the requests folded but not settled yet (Settle), which may start
-	// more.
+	// more, and the request and usage lines being noted.
 	bg sync.WaitGroup
+	// noteFailed: noting a request or its usage failed, and was logged
+	// (once: the record is for the report, not the requests).
+	noteFailed atomic.Bool
 }
 
 // NewFolder returns a Folder that folds by pol (the host's choice),
@@ -163,7 +166,12 @@ type conversation struct {
 	// messages the compaction request had (0: none seen yet).
 	index       string
 	compactions int // the client's compactions indexed so far (the index's number)
-	compactedAt int
+	// requests is the number of the conversation's last request, saved
+	// what the folds in effect save, as of the engine's version savedAt
+	// (see request).
+	requests       int
+	saved, savedAt int
+	compactedAt    int
 	// indexAt is the message the index was last appended to (-1: none
 	// yet), and indexMsg that message, to find it again without a scan.
 	indexAt  int
@@ -301,8 +309,10 @@ type Incoming struct {
 	// buf holds the body (nil: not pooled).
 	buf *buffer
 	// path is the file of the conversation the request was folded in, once
-	// Fold knows it: the response's tool calls are noted there.
-	path string
+	// Fold knows it: the response's tool calls are noted there, and its
+	// usage, for request number request.
+	path    string
+	request int
 	// applied are the spans the decided body applies to the body, once
 	// Fold knows them (nil otherwise).
 	applied []codec.Span
@@ -329,6 +339,9 @@ type afterFold struct {
 	// counted: Folder.bg counts it until settled, so that Idle and Close
 	// wait for it as for the idle work it starts.
 	counted bool
+	// note is the request's line for the conversation's file, noted once
+	// the request is on its way (nil: none).
+	note *foldstore.Request
 }
 
 // Begin returns the Incoming of a request of api, for its body's bytes to
@@ -439,7 +452,10 @@ func (f *Folder) conversation(api codec.API, session, scope, name string) (*conv
 	// Codes are the conversation's own: clients whose model server numbers
 	// its calls alike (call_1, call_2, …) fold under different codes.
 	eng := engine.New(engine.Config{Policy: f.policy, Scope: name})
-	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1, index: contents.Index, compactions: contents.Indexes, indexAt: -1}
+	c = &conversation{name: name, scope: scope, eng: eng, file: file, used: time.Now(), values: map[valueKey][]byte{}, markedAt: -1, index: contents.Index, compactions: contents.Indexes, indexAt: -1, savedAt: -1}
+	for _, r := range contents.Requests {
+		c.requests = max(c.requests, r.N)
+	}
 	if len(contents.Entries) > 0 {
 		if skipped, err := c.eng.Replay(contents.Entries); err != nil {
 			f.log.Warn("some fold records of a conversation could not be replayed; those blocks stay raw", "file", file.Path(), "skipped", skipped, "err", err)
@@ -599,6 +615,9 @@ func (f *Folder) Fold(r *http.Request, api codec.API, body []byte, in *Incoming)
 		out, why, applied, after := f.fold(c, api, in.client, req, in.buf, prefix{prev, common})
 		if after != nil {
 			in.path, in.applied, in.after = c.file.Path(), applied, after
+			if after.note != nil {
+				in.request = after.note.N
+			}
 			return out, why
 		}
 		// Evicted while this request waited for it: open it again.
@@ -618,7 +637,7 @@ func (f *Folder) fold(c *conversation, api codec.API, cl Client, req *codec.Requ
 	}
 	after = &afterFold{c: c}
 	defer c.mu.Unlock() // also when step panics (Fold recovers)
-	out, why, applied, after.size = f.step(c, api, cl, req, buf, pre)
+	out, why, applied, after.size, after.note = f.step(c, api, cl, req, buf, pre)
 	after.idle = !c.preparing
 	c.preparing = true
 	f.mu.Lock()
@@ -639,15 +658,36 @@ func (f *Folder) Settle(in *Incoming) {
 		return
 	}
 	in.after = nil
+	var note func()
 	if a.counted {
 		defer f.bg.Done()
+		if a.note != nil {
+			path, r := a.c.file.Path(), *a.note
+			note = func() { f.noted(f.store.NoteRequest(path, r)) }
+		}
 	}
 	if f.resize(a.c, a.size, a.idle) {
-		go f.prepare(a.c)
-	} else if a.idle {
+		// The request's line goes first on the idle work's goroutine:
+		// one goroutine woken, not two.
+		go func() {
+			if note != nil {
+				note()
+			}
+			f.prepare(a.c)
+		}()
+		return
+	}
+	if a.idle {
 		a.c.mu.Lock()
 		a.c.preparing = false
 		a.c.mu.Unlock()
+	}
+	if note != nil {
+		f.bg.Add(1) // while Settle's own count holds: Close has not begun waiting
+		go func() {
+			defer f.bg.Done()
+			note()
+		}()
 	}
 }
 
@@ -660,7 +700,7 @@ type prefix struct {
 
 // step folds req in c; pre is what its body shares with an earlier one.
 // out is the body with applied's spans applied. c.mu is held.
-func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, size int64) {
+func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Request, buf *buffer, pre prefix) (out [][]byte, why string, applied []codec.Span, size int64, note *foldstore.Request) {
 	unchanged := [][]byte{req.Body()}
 	j := journal{c}
 	if reqs, err := c.file.Requests(); err != nil {
@@ -756,14 +796,67 @@ func (f *Folder) step(c *conversation, api codec.API, cl Client, req *codec.Requ
 	if res.Rejected != nil {
 		f.log.Warn("fold event rejected; this request goes out with earlier folds only", "err", res.Rejected)
 	}
+	note = c.request(res, overhead, plan, err == nil)
 	if err != nil {
-		return unchanged, err.Error(), nil, size
+		return unchanged, err.Error(), nil, size, note
 	}
 	segs, _ := codec.Splice(req.Body(), spans)
 	f.note(c, req, res, model, binds)
 	c.status.Window, c.status.Reserve, c.status.WindowFrom, c.status.Client = plan.Window, plan.Reserve, plan.From, cl.String()
 	c.status.Tokens = res.Status.LiveTokens + overhead
-	return segs, "", spans, size
+	return segs, "", spans, size, note
+}
+
+// request numbers the request Step took as res and returns its line for
+// the conversation's file: its size raw and as sent (folded: its spans
+// went out), estimated, and what it was planned against. c.mu is held.
+//
+// The policy's status measures the request as sent, after the event it
+// committed, if any; raw is that with every folded block whole. What the
+// folds save is counted again only when the placements may have changed
+// (the engine's version), so a request that only appends pays nothing
+// for it.
+func (c *conversation) request(res engine.Result, overhead int, plan Plan, folded bool) *foldstore.Request {
+	if v := c.eng.Version(); v != c.savedAt {
+		_, c.saved, _ = c.eng.Folded()
+		c.savedAt = v
+	}
+	sent := res.Status.LiveTokens + overhead
+	raw := sent + c.saved
+	if !folded {
+		sent = raw // it went out as the client sent it
+	}
+	c.requests++
+	r := &foldstore.Request{N: c.requests, Raw: raw, Sent: sent, Window: plan.Window, Budget: res.Status.Budget, Reserve: plan.Reserve, Compactions: c.compactions, At: time.Now()}
+	if res.Event != nil {
+		r.Seq = res.Event.Seq
+	}
+	return r
+}
+
+// noted logs, once, that noting a request or its usage failed.
+func (f *Folder) noted(err error) {
+	if err != nil && !f.noteFailed.Swap(true) {
+		f.log.Warn("could not note a request in its conversation's file; the report will miss it (logged once)", "err", err)
+	}
+}
+
+// usageNote returns what notes the usage a response reports for request
+// n of the conversation in the file at path, beside the response.
+func (f *Folder) usageNote(path string, n int) func(foldstore.Usage) {
+	return func(u foldstore.Usage) {
+		f.mu.Lock()
+		if f.closed { // Close waits for what bg counts: nothing after it
+			f.mu.Unlock()
+			return
+		}
+		f.bg.Add(1)
+		f.mu.Unlock()
+		go func() {
+			defer f.bg.Done()
+			f.noted(f.store.NoteUsage(path, n, u))
+		}()
+	}
 }
 
 // bound is spans with the binding inserted in order (it follows the

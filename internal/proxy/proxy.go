@@ -533,8 +533,8 @@ func (p *Proxy) tooLarge(w http.ResponseWriter, r *http.Request, info *reqInfo) 
 }
 
 // logged notes the upstream's answer, and has the calls of context-fold's
-// own tools in a folded conversation's answer noted in its file (see
-// watchCalls); the response itself is not touched.
+// own tools in a folded conversation's answer, and the usage it reports,
+// noted in its file (see watchCalls); the response itself is not touched.
 func (p *Proxy) logged(res *http.Response) error {
 	if info, ok := res.Request.Context().Value(ctxKey{}).(*reqInfo); ok {
 		if res.StatusCode != http.StatusSwitchingProtocols { // its body is the connection, for ReverseProxy to take over
@@ -543,7 +543,11 @@ func (p *Proxy) logged(res *http.Response) error {
 		p.cfg.Log.Debug("forwarded", "api", info.api.String(), "method", res.Request.Method, "path", res.Request.URL.Path, "status", res.StatusCode, "headers_after", time.Since(info.start))
 		if path := info.path(); path != "" && res.StatusCode/100 == 2 {
 			note := func(c foldstore.Call) error { return p.cfg.Folder.store.NoteCall(path, c) }
-			res.Body = watchCalls(res, info.in.api, note, p.cfg.Log)
+			var usage func(foldstore.Usage)
+			if n := info.in.request; n > 0 {
+				usage = p.cfg.Folder.usageNote(path, n)
+			}
+			res.Body = watchCalls(res, info.in.api, note, usage, p.cfg.Log)
 		}
 	}
 	return nil

@@ -40,9 +40,12 @@ type Data struct {
 	// keeps none (RequestsNote says why).
 	Requests     []Request
 	RequestsNote string
-	Events       []Event
-	Compactions  []Compaction
-	Blocks       []Block
+	// Estimated says the sizes drawn are the host's own estimates
+	// (Request.EstRaw and EstSent: the proxy's), not the usage reported.
+	Estimated   bool
+	Events      []Event
+	Compactions []Compaction
+	Blocks      []Block
 	// Prices price tokens the record holds no money for, and the estimate
 	// without folding; nil when there is nothing to price.
 	Prices *Prices
@@ -61,6 +64,13 @@ type Request struct {
 	// when CostKnown.
 	Cost      float64
 	CostKnown bool
+	// EstRaw and EstSent are the request's size without and with folding
+	// as the host estimated it (the proxy, which sees the whole request);
+	// drawn when Data.Estimated.
+	EstRaw, EstSent int
+	// NoUsage: the record holds no usage for the request; it is left out
+	// of the cache chart and the money.
+	NoUsage bool
 }
 
 // Sent is the request's prompt tokens as reported.
@@ -152,6 +162,10 @@ func (d *Data) Costs() (with, without []float64) {
 	}
 	var cw, cn float64
 	for i, r := range d.Requests {
+		if r.NoUsage {
+			with, without = append(with, cw), append(without, cn)
+			continue
+		}
 		c := r.Cost
 		if !r.CostKnown {
 			c = p.price(r)
@@ -320,15 +334,21 @@ func (p plot) marker(b *strings.Builder, class, colour, label, data string, i in
 }
 
 func sizes(b *strings.Builder, d *Data) {
+	rawOf, sentOf := Request.Raw, Request.Sent
+	sentLabel := "sent (as reported)"
+	if d.Estimated {
+		rawOf, sentOf = func(r Request) int { return r.EstRaw }, func(r Request) int { return r.EstSent }
+		sentLabel = "sent ~ (as folded, estimated)"
+	}
 	raw, sent := make([]float64, len(d.Requests)), make([]float64, len(d.Requests))
 	top := float64(max(d.Window, d.Threshold, d.Budget))
 	for i, r := range d.Requests {
-		raw[i], sent[i] = float64(r.Raw()), float64(r.Sent())
+		raw[i], sent[i] = float64(rawOf(r)), float64(sentOf(r))
 		top = max(top, raw[i])
 	}
 	p := newPlot(len(d.Requests), top)
 	b.WriteString("<section id=\"sizes\"><h2>Request size: raw ~ vs sent</h2>\n")
-	legend(b, [][2]string{{cRaw, "raw ~ (every folded block whole, estimated)"}, {cSent, "sent (as reported)"}, {cWindow, "window"}, {cThreshold, "compaction threshold"}, {cBudget, "fold budget"}, {cFold, "fold event F"}, {cCompact, "compaction C"}})
+	legend(b, [][2]string{{cRaw, "raw ~ (every folded block whole, estimated)"}, {cSent, sentLabel}, {cWindow, "window"}, {cThreshold, "compaction threshold"}, {cBudget, "fold budget"}, {cFold, "fold event F"}, {cCompact, "compaction C"}})
 	p.open(b, "chart-sizes", "request size per model request", axisTokens)
 	p.limit(b, "window", cWindow, "window", d.Window, 1)
 	p.limit(b, "threshold", cThreshold, "compaction threshold", d.Threshold, 0.7)
@@ -346,7 +366,11 @@ func sizes(b *strings.Builder, d *Data) {
 	b.WriteString("</svg>\n")
 	peakRaw, peakSent := 0, 0
 	for _, r := range d.Requests {
-		peakRaw, peakSent = max(peakRaw, r.Raw()), max(peakSent, r.Sent())
+		peakRaw, peakSent = max(peakRaw, rawOf(r)), max(peakSent, sentOf(r))
+	}
+	if d.Estimated {
+		fmt.Fprintf(b, "<p class=\"note\">Largest request sent: ~%s tokens; raw, without folding: ~%s tokens. Both are the proxy's estimates of the whole request (system, tools and messages), raw as the client sent it and sent as it went upstream; without folding the client would have compacted differently, which is not modelled.</p>\n</section>\n", num(peakSent), num(peakRaw))
+		return
 	}
 	fmt.Fprintf(b, "<p class=\"note\">Largest request sent: %s tokens; raw, without folding: ~%s tokens. Raw is the request as sent plus the estimated tokens the folds in effect kept out of it; without folding the host would have compacted differently, which is not modelled.</p>\n</section>\n", num(peakSent), num(peakRaw))
 }
@@ -385,7 +409,7 @@ func cache(b *strings.Builder, d *Data) {
 	if reads+writes > 0 {
 		hit = 100 * float64(reads) / float64(reads+writes)
 	}
-	fmt.Fprintf(b, "<p class=\"note\">Over the session: %s tokens read from the cache, %s written to it (%.0f %% of cacheable tokens read).</p>\n</section>\n", num(reads), num(writes), hit)
+	fmt.Fprintf(b, "<p class=\"note\">Over the session: %s tokens read from the cache, %s written to it (%.0f %% of cacheable tokens read).%s</p>\n</section>\n", num(reads), num(writes), hit, noUsage(d))
 }
 
 func money(b *strings.Builder, d *Data) {
@@ -424,10 +448,18 @@ func money(b *strings.Builder, d *Data) {
 	if saved < 0 {
 		verb, saved, pct = "cost", -saved, -pct
 	}
+	if n := noUsage(d); n != "" {
+		fmt.Fprintf(b, "<p class=\"missing\" id=\"no-usage\">%s</p>\n", strings.TrimSpace(n))
+	}
 	fmt.Fprintf(b, "<p class=\"money\" id=\"money\">With folding: <b class=\"with\">%s</b> · without folding ~ <b class=\"without\">%s</b> (estimated) · folding %s ~%s (%.1f %%)</p>\n", dollars(w), dollars(n), verb, dollars(saved), pct)
 	pr := d.Prices
-	fmt.Fprintf(b, "<p class=\"note\">Prices per million tokens (%s): input %s, cache write %s, cache read %s, output %s. Without folding, each request also carries its masked tokens, read from the cache when the request read from it and written otherwise, and the request after a fold event reads from the cache what the event made it write again; the compactions larger requests would have forced sooner are not modelled.</p>\n</section>\n",
-		esc(pr.Source), dollars(pr.Input), dollars(pr.CacheWrite), dollars(pr.CacheRead), dollars(pr.Output))
+	masked, withNote := "its masked tokens", ""
+	if d.Estimated {
+		masked = "the tokens its folds kept out of it (raw less sent, as the proxy estimated them)"
+		withNote = " With folding: each request's usage as the provider reported it, at these prices."
+	}
+	fmt.Fprintf(b, "<p class=\"note\">Prices per million tokens (%s): input %s, cache write %s, cache read %s, output %s.%s Without folding, each request also carries %s, read from the cache when the request read from it and written otherwise, and the request after a fold event reads from the cache what the event made it write again; the compactions larger requests would have forced sooner are not modelled.</p>\n</section>\n",
+		esc(pr.Source), dollars(pr.Input), dollars(pr.CacheWrite), dollars(pr.CacheRead), dollars(pr.Output), esc(withNote), esc(masked))
 }
 
 // eventBars charts what each fold event masks, for a record without
@@ -498,6 +530,24 @@ func blocks(b *strings.Builder, d *Data) {
 			esc("{#"+k.Code+" FOLDED}"), esc(k.Tool), k.Seq, reqNum(k.Request), num(k.Bytes), num(k.Tokens), num(k.DigestTokens), errs, esc(k.State))
 	}
 	b.WriteString("</tbody></table>\n<p class=\"note\">Error lines: the distinct lines of the block that read as errors, and how many of them the digest keeps whole; recall_folded reads the whole block back by its code.</p>\n</section>\n")
+}
+
+// noUsage says how many requests have no usage recorded, "" for none.
+func noUsage(d *Data) string {
+	n := 0
+	for _, r := range d.Requests {
+		if r.NoUsage {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	verb, they := "have", "they are"
+	if n == 1 {
+		verb, they = "has", "it is"
+	}
+	return fmt.Sprintf(" %d of the %d requests %s no usage recorded (the provider reported none the host could read, or the record of it was lost); %s left out of the cache figures and the cost.", n, len(d.Requests), verb, they)
 }
 
 func legend(b *strings.Builder, items [][2]string) {

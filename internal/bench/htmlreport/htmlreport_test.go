@@ -100,3 +100,34 @@ func TestText(t *testing.T) {
 		t.Error("num")
 	}
 }
+
+// TestEstimatedSizes: a record whose sizes are the host's estimates (the
+// proxy's) draws those, says so, and leaves a request without usage out
+// of the money, counted: the cumulative cost stays flat across it.
+func TestEstimatedSizes(t *testing.T) {
+	d := &Data{Kind: "proxy conversation", ID: "x", Estimated: true, Prices: &Prices{Source: "test prices", Input: 10, CacheWrite: 20, CacheRead: 1, Output: 50},
+		Requests: []Request{
+			{EstRaw: 3000, EstSent: 3000, CacheWrite: 2900},
+			{EstRaw: 9000, EstSent: 4000, NoUsage: true},
+			{EstRaw: 9500, EstSent: 4500, Masked: 5000, CacheRead: 2900, CacheWrite: 1500},
+		}}
+	with, without := d.Costs()
+	if with[1] != with[0] || without[1] != without[0] {
+		t.Fatalf("a request without usage was priced: with %v without %v", with, without)
+	}
+	// 2900×1 + 1500×20 = 32,900 µ$; without, 5000 masked tokens read more.
+	if math.Abs(with[2]-with[1]-0.0329) > 1e-9 || math.Abs(without[2]-without[1]-0.0329-0.005) > 1e-9 {
+		t.Fatalf("request 3: with %v without %v", with, without)
+	}
+	var b strings.Builder
+	if err := Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"sent ~ (as folded, estimated)", "Largest request sent: ~4,500 tokens; raw, without folding: ~9,500 tokens",
+		"1 of the 3 requests has no usage recorded", "test prices", "raw less sent, as the proxy estimated them"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkWatcher measures the cost per body byte, the body written one
 // event at a time as a streaming proxy forwards it (SetBytes: MB/s is body
-// throughput). The model's pieces are 16 bytes, about a token or four.
+// throughput). The model's pieces are 16 bytes, about a token or four. The
+// usage is watched too, as the proxy watches it.
 func BenchmarkWatcher(b *testing.B) {
 	g := newGen(b, 16)
 	text := strings.Repeat("The build ran 120 steps; six of them failed with a disk quota error. ", 400)
@@ -34,6 +35,7 @@ func BenchmarkWatcher(b *testing.B) {
 				n := 0
 				for b.Loop() {
 					w := New(f, true, recallOnly, func(Call) { n++ })
+					w.OnUsage(func(Usage) {}) // as the proxy watches
 					for _, e := range events {
 						w.Write(e)
 					}

@@ -6,6 +6,8 @@
 // receives only the call id (in _meta) and must find the conversation. A
 // Watcher sees the response body chunk by chunk, exactly as forwarded, and
 // calls report with each wanted call as soon as the stream shows it complete.
+// Asked to (OnUsage), it also reports the token usage the response carries,
+// once, when the body ends (see Usage).
 //
 // A Watcher never touches the stream: Write only copies what it needs, so the
 // proxy may call it before or after forwarding each chunk. It understands
@@ -126,6 +128,9 @@ type Watcher struct {
 	msg  msgState
 	resp respState
 	chat chatState
+
+	onUsage func(Usage)
+	usage   usageState
 }
 
 // New returns a Watcher for a body in format f. stream says the body is
@@ -205,6 +210,10 @@ func (w *Watcher) Close() {
 	if !w.stream && !w.tooBig && !w.parsing {
 		w.parsing = true // report may call Close while the body is parsed
 		w.parseBody(w.body)
+	}
+	if on, u := w.onUsage, w.usage; on != nil && u.seen {
+		w.onUsage = nil // once, if on closes w again
+		on(u.u)
 	}
 	// Drop everything held. report may be running (and closing w) in the
 	// middle of a batch of calls, so it is replaced, not cleared.
@@ -317,6 +326,7 @@ func (w *Watcher) collect(p []byte) {
 }
 
 func (w *Watcher) parseBody(b []byte) {
+	w.usageData(b)
 	switch w.format {
 	case Messages:
 		w.msgBody(b)
@@ -402,16 +412,21 @@ func newNeedle(s string) needle {
 }
 
 // hasAny reports whether b contains any of the needles.
-func hasAny(b []byte, ns []needle) bool {
+func hasAny(b []byte, ns []needle) bool { return which(b, ns) >= 0 }
+
+// which returns the index in ns of the first needle found in b (the one
+// whose underscore comes first), or -1: one scan looks for needles of
+// different meanings at once.
+func which(b []byte, ns []needle) int {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '_')
 		if j < 0 {
-			return false
+			return -1
 		}
 		j += i
-		for _, n := range ns {
+		for x, n := range ns {
 			if k := j - n.at; k >= 0 && k+len(n.s) <= len(b) && bytes.Equal(b[k:k+len(n.s)], n.s) {
-				return true
+				return x
 			}
 		}
 		i = j + 1

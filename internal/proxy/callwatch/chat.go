@@ -40,6 +40,9 @@ func (w *Watcher) chatEvent(data []byte) {
 		w.chatFinish(-1)
 		return
 	}
+	if w.onUsage != nil && w.chatUsage(data) {
+		return
+	}
 	if !c.matters(data) {
 		return
 	}
@@ -69,6 +72,28 @@ func (w *Watcher) chatEvent(data []byte) {
 			w.chatFinish(ch.Index)
 		}
 	}
+}
+
+// toolCallsOrUsage finds tool calls or a usage object in one scan.
+var toolCallsOrUsage = append(slices.Clip(toolCalls), usageNeedles[Chat]...)
+
+// chatUsage reads the usage of a chunk and reports whether the chunk is
+// done with: with no call in progress, a chunk without tool calls or
+// usage is, after one scan for both.
+func (w *Watcher) chatUsage(data []byte) bool {
+	if len(w.chat.calls) > 0 {
+		w.usageData(data) // rare: a call is streaming
+		return false
+	}
+	switch which(data, toolCallsOrUsage) {
+	case -1:
+		return true
+	case 0:
+		w.usageData(data) // tool calls first; usage may follow
+		return false
+	}
+	w.readUsage(data)
+	return !hasAny(data, toolCalls)
 }
 
 // matters reports whether a chunk can change what is reported, so that the

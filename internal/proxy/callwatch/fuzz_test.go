@@ -47,6 +47,17 @@ func FuzzWatcher(f *testing.F) {
 		if got := watch(fm, stream, fuzzWant, split(body, cuts)); !sameCalls(got, whole) {
 			t.Fatalf("cuts %v: got %s\nwhole %s", cuts, show(got), show(whole))
 		}
+		// Nor what usage it reports, which never counts below zero.
+		wu, wn, wc := watchBoth(fm, stream, fuzzWant, [][]byte{body})
+		if !sameCalls(wc, whole) {
+			t.Fatalf("with usage watched: calls %s\nwithout %s", show(wc), show(whole))
+		}
+		if u, n, c := watchBoth(fm, stream, fuzzWant, split(body, cuts)); u != wu || n != wn || n > 1 || !sameCalls(c, whole) {
+			t.Fatalf("cuts %v: usage %+v (%d), whole %+v (%d); calls %s", cuts, u, n, wu, wn, show(c))
+		}
+		if wu.Input < 0 || wu.CacheRead < 0 || wu.CacheWrite < 0 || wu.Output < 0 {
+			t.Fatalf("usage %+v", wu)
+		}
 		ones := make([]int, 0, len(body))
 		for i := 1; i < len(body); i++ {
 			ones = append(ones, i)
@@ -66,9 +77,10 @@ func FuzzWatcherFraming(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
 	formats := map[string]Format{"anthropic": Messages, "responses": Responses, "chat": Chat}
 	type sample struct {
-		f    Format
-		body []byte
-		want []Call
+		f     Format
+		body  []byte
+		want  []Call
+		usage Usage
 	}
 	var samples []sample
 	for _, name := range files {
@@ -77,7 +89,8 @@ func FuzzWatcherFraming(f *testing.F) {
 			f.Fatal(err)
 		}
 		fm := formats[strings.SplitN(filepath.Base(name), "-", 2)[0]]
-		samples = append(samples, sample{fm, body, watch(fm, true, nil, [][]byte{body})})
+		u, _ := watchUsage(fm, true, [][]byte{body})
+		samples = append(samples, sample{fm, body, watch(fm, true, nil, [][]byte{body}), u})
 	}
 	for i := range samples {
 		f.Add(uint8(i), uint64(i))
@@ -128,6 +141,9 @@ func FuzzWatcherFraming(f *testing.F) {
 		}
 		if got := watch(s.f, true, nil, split(body, cuts)); !sameCalls(got, s.want) {
 			t.Fatalf("got %s\nwant %s\nbody %q", show(got), show(s.want), body)
+		}
+		if u, n, c := watchBoth(s.f, true, nil, split(body, cuts)); u != s.usage || n != 1 || !sameCalls(c, s.want) {
+			t.Fatalf("usage %+v (%d), want %+v; calls %s\nbody %q", u, n, s.usage, show(c), body)
 		}
 	})
 }

@@ -40,15 +40,33 @@ func (b *msgBlockJSON) valid() bool {
 var (
 	blockStart = []needle{newNeedle(`"content_block_start"`)}
 	toolUse    = []needle{newNeedle(`"tool_use"`), newNeedle(`"mcp_tool_use"`)}
+	// blockOrUsage finds a block's start or a usage object in one scan.
+	blockOrUsage = append(slices.Clip(blockStart), usageNeedles[Messages]...)
 )
 
 func (w *Watcher) msgEvent(data []byte) {
 	m := &w.msg
-	// With no wanted block open only the start of a tool block can matter:
-	// the events of text, thinking and unwanted tools skip JSON parsing,
-	// which the proxy would otherwise do before passing them on.
-	if len(m.open) == 0 && !(hasAny(data, blockStart) && hasAny(data, toolUse)) {
-		return
+	// With no wanted block open only the start of a tool block can matter,
+	// and the usage of message_start and message_delta: the events of
+	// text, thinking and unwanted tools skip JSON parsing, which the proxy
+	// would otherwise do before passing them on.
+	if len(m.open) == 0 {
+		ns := blockStart
+		if w.onUsage != nil {
+			ns = blockOrUsage
+		}
+		switch which(data, ns) {
+		case -1:
+			return
+		case 1:
+			w.readUsage(data)
+			return // no block starts in a usage event, and none is open
+		}
+		if !hasAny(data, toolUse) {
+			return
+		}
+	} else {
+		w.usageData(data)
 	}
 	var ev struct {
 		Type         string        `json:"type"`

@@ -1,6 +1,9 @@
 package callwatch
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // respState remembers the calls already reported, since a call shows up
 // both in its response.output_item.done and in the final response.
@@ -25,9 +28,27 @@ type respItem struct {
 // events skip JSON parsing.
 var callItem = []needle{newNeedle(`"function_call"`), newNeedle(`"custom_tool_call"`), newNeedle(`"mcp_call"`)}
 
+// callOrUsage finds a call item or a usage object in one scan.
+var callOrUsage = append(slices.Clip(callItem), usageNeedles[Responses]...)
+
 func (w *Watcher) respEvent(data []byte) {
-	if !hasAny(data, callItem) {
-		return
+	if w.onUsage == nil {
+		if !hasAny(data, callItem) {
+			return
+		}
+	} else {
+		// The final response holds the usage, and the calls too.
+		switch which(data, callOrUsage) {
+		case -1:
+			return
+		case len(callItem):
+			w.readUsage(data)
+			if !hasAny(data, callItem) {
+				return
+			}
+		default:
+			w.usageData(data)
+		}
 	}
 	var ev struct {
 		Type     string    `json:"type"`

@@ -25,6 +25,11 @@ type Backend interface {
 	// synced: it only tells the server, about to be called, whose call
 	// it is.
 	NoteCall(path string, c Call) error
+	// NoteRequest and NoteUsage note a request of the conversation and
+	// the usage its response reported (Contents.Requests), for the report
+	// page. Not synced: the record of what folded never depends on them.
+	NoteRequest(path string, r Request) error
+	NoteUsage(path string, n int, u Usage) error
 }
 
 // Log is one open conversation of a Backend: the writer's side.
@@ -83,6 +88,12 @@ func (s *Store) OpenConversation(api, session, name string) (Log, *Contents, err
 
 // NoteCall implements Backend: path is the conversation's file.
 func (s *Store) NoteCall(path string, c Call) error { return NoteCall(path, c) }
+
+// NoteRequest implements Backend.
+func (s *Store) NoteRequest(path string, r Request) error { return NoteRequest(path, r) }
+
+// NoteUsage implements Backend.
+func (s *Store) NoteUsage(path string, n int, u Usage) error { return NoteUsage(path, n, u) }
 
 // DirReader reads the store in directory Dir without locking it: the
 // files are append-only. Names are the files' paths.

@@ -74,6 +74,21 @@ type Line struct {
 	Namespace string `json:"ns,omitempty"`
 	Args      string `json:"args,omitempty"`
 	At        string `json:"at,omitempty"`
+	// "request": one request the proxy folded (N, At, and Raw to
+	// Compactions, see Request); "usage": the usage the provider reported
+	// for request N (In to CacheWrite, see Usage).
+	N           int `json:"n,omitempty"`
+	Raw         int `json:"raw,omitempty"`
+	Sent        int `json:"sent,omitempty"`
+	Window      int `json:"window,omitempty"`
+	Budget      int `json:"budget,omitempty"`
+	Reserve     int `json:"reserve,omitempty"`
+	Seq         int `json:"seq,omitempty"`
+	Compactions int `json:"compactions,omitempty"`
+	In          int `json:"in,omitempty"`
+	Out         int `json:"out,omitempty"`
+	CacheRead   int `json:"cacheRead,omitempty"`
+	CacheWrite  int `json:"cacheWrite,omitempty"`
 }
 
 // Line types.
@@ -86,6 +101,10 @@ const (
 	// TIndex: the index of what a client's compaction left recallable
 	// (Text), appended to the summary the conversation continues from.
 	TIndex = "index"
+	// TRequest: one request of the conversation (Request); TUsage: the
+	// usage its response reported, which comes later (Usage).
+	TRequest = "request"
+	TUsage   = "usage"
 )
 
 // DefaultDir is where the proxy keeps its store: the XDG state directory
@@ -412,6 +431,9 @@ type Contents struct {
 	// Indexes counts them: the client's compactions so far.
 	Index   string
 	Indexes int
+	// Requests are the requests noted (NoteRequest), by number, each
+	// with the usage noted for it (NoteUsage), if any.
+	Requests []Request
 	// Bad counts lines that could not be read (a torn last line among them).
 	Bad int
 }
@@ -421,6 +443,30 @@ type Contents struct {
 type Call struct {
 	ID, Name, Namespace, Args string
 	At                        time.Time
+}
+
+// Request is one request of the conversation the proxy folded, as it
+// estimated it: Raw is the whole request as the client sent it, Sent as
+// it went upstream (system, tools and messages, in tokens). Window,
+// Budget and Reserve are what the proxy planned it against (Reserve: the
+// room the client keeps free before it compacts, 0 unknown); Seq is the
+// fold event this request committed (0: none), Compactions the client's
+// compactions recorded by then. N numbers the conversation's requests
+// from 1, across restarts.
+type Request struct {
+	N, Raw, Sent, Window, Budget, Reserve, Seq, Compactions int
+	At                                                      time.Time
+	// Usage is what the provider reported for it; nil when it reported
+	// none the proxy could read.
+	Usage *Usage
+}
+
+// Usage is a response's token usage as the provider reported it, in one
+// shape for every API: Input is the prompt tokens neither read from nor
+// written to the cache, so that Input + CacheRead + CacheWrite is the
+// whole prompt.
+type Usage struct {
+	Input, CacheRead, CacheWrite, Output int
 }
 
 // Text is a folded block's stored text.
@@ -497,6 +543,7 @@ func read(f *os.File) (*Contents, int64, error) {
 	br := bufio.NewReaderSize(f, 1<<16)
 	var n int64
 	first := true
+	usage := map[int]Usage{}
 	for {
 		raw, err := br.ReadBytes('\n')
 		if len(raw) > maxLine {
@@ -553,12 +600,25 @@ func read(f *os.File) (*Contents, int64, error) {
 		case TIndex:
 			c.Index = l.Text
 			c.Indexes++
+		case TRequest:
+			at, _ := time.Parse(time.RFC3339Nano, l.At)
+			c.Requests = append(c.Requests, Request{N: l.N, Raw: l.Raw, Sent: l.Sent, Window: l.Window, Budget: l.Budget, Reserve: l.Reserve, Seq: l.Seq, Compactions: l.Compactions, At: at})
+		case TUsage:
+			usage[l.N] = Usage{Input: l.In, CacheRead: l.CacheRead, CacheWrite: l.CacheWrite, Output: l.Out}
 		default:
 			c.Bad++
 		}
 	}
 	if n > 0 && first {
 		return nil, 0, errors.New("not a context-fold conversation file")
+	}
+	// Noted apart, off the requests' path, the lines may land out of
+	// order: requests are put in order and usage found by number.
+	sort.SliceStable(c.Requests, func(i, j int) bool { return c.Requests[i].N < c.Requests[j].N })
+	for i := range c.Requests {
+		if u, ok := usage[c.Requests[i].N]; ok {
+			c.Requests[i].Usage = &u
+		}
 	}
 	return c, n, nil
 }
@@ -644,6 +704,19 @@ func NoteCall(path string, c Call) error {
 	return appendTo(path, Line{T: TCall, ID: c.ID, Name: c.Name, Namespace: c.Namespace, Args: c.Args, At: c.At.UTC().Format(time.RFC3339Nano)})
 }
 
+// NoteRequest appends a request of the conversation (Contents.Requests)
+// to a conversation file. Like NoteCall it is not synced: the record is
+// for the report, and a request must not wait on it.
+func NoteRequest(path string, r Request) error {
+	return appendTo(path, Line{T: TRequest, N: r.N, At: r.At.UTC().Format(time.RFC3339Nano), Raw: r.Raw, Sent: r.Sent, Window: r.Window, Budget: r.Budget, Reserve: r.Reserve, Seq: r.Seq, Compactions: r.Compactions})
+}
+
+// NoteUsage appends the usage the provider reported for request n
+// (NoteRequest) to a conversation file, unsynced.
+func NoteUsage(path string, n int, u Usage) error {
+	return appendTo(path, Line{T: TUsage, N: n, In: u.Input, Out: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite})
+}
+
 // appendTo appends l to the file at path in one write, so that lines
 // appended by several processes never interleave.
 func appendTo(path string, l Line) error {
@@ -696,7 +769,8 @@ func (s *Store) GC(age time.Duration) ([]string, error) {
 // a line begins (jsonl.Recover).
 var lineStart = []byte(`{"t":"`)
 
-var lineNames = []string{"t", "v", "api", "created", "id", "sha256", "text", "entry", "codes", "name", "ns", "args", "at", "session"}
+var lineNames = []string{"t", "v", "api", "created", "id", "sha256", "text", "entry", "codes", "name", "ns", "args", "at", "session",
+	"n", "raw", "sent", "window", "budget", "reserve", "seq", "compactions", "in", "out", "cacheRead", "cacheWrite"}
 
 // decodeLine decodes one line. Strings keep lone surrogates (WTF-8), so
 // a text reads back as the bytes its sha256 was taken over. ok is false
@@ -736,6 +810,11 @@ func decodeLine(raw []byte) (l Line, ok bool) {
 			l.At, ok = rawjson.String(v)
 		case 13:
 			l.Session, ok = rawjson.String(v)
+		default:
+			// The counts of a request or usage line, 14 on, in
+			// lineNames' order.
+			counts := [...]*int{&l.N, &l.Raw, &l.Sent, &l.Window, &l.Budget, &l.Reserve, &l.Seq, &l.Compactions, &l.In, &l.Out, &l.CacheRead, &l.CacheWrite}
+			*counts[k-14], ok = rawjson.PlainInt(v)
 		}
 		return ok
 	})

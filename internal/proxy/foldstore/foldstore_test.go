@@ -407,6 +407,7 @@ func FuzzStore(f *testing.F) {
 		}
 		defer c.Close()
 		want := map[string]string{}
+		notes := 0
 		for i, p := range plan {
 			seq := i + 1
 			texts := map[string]string{fmt.Sprintf("r:%da", seq): text + "a", fmt.Sprintf("r:%db", seq): strings.Repeat(text, int(p%5))}
@@ -416,6 +417,12 @@ func FuzzStore(f *testing.F) {
 					t.Fatal(err)
 				}
 				maps.Copy(want, texts)
+				if p%4 == 1 { // a request noted between the events, and its usage
+					notes++
+					if NoteRequest(c.Path(), Request{N: notes, Raw: len(text), Sent: int(p), Seq: seq}) != nil || NoteUsage(c.Path(), notes, Usage{Input: int(p)}) != nil {
+						t.Fatal("noting a request failed")
+					}
+				}
 			case 2, 3: // a write that failed part way: some of its bytes landed
 				var buf []byte
 				for id, tx := range texts {
@@ -449,6 +456,15 @@ func FuzzStore(f *testing.F) {
 		}
 		if len(recs) != len(want) {
 			t.Fatalf("%d records in effect, want %d", len(recs), len(want))
+		}
+		// A torn line glued to a request's line may cost that request.
+		if len(got.Requests) > notes {
+			t.Fatalf("%d requests read, %d noted", len(got.Requests), notes)
+		}
+		for _, r := range got.Requests {
+			if r.Usage == nil || r.Usage.Input != r.Sent {
+				t.Fatalf("request %+v read with usage %+v", r, r.Usage)
+			}
 		}
 	})
 }
@@ -501,5 +517,47 @@ func TestInspectionCounts(t *testing.T) {
 				t.Errorf("no %q in\n%s", w, b.String())
 			}
 		}
+	}
+}
+
+// TestNoteRequests: the requests and usage noted read back by number,
+// whatever order their lines landed in; usage for a request never noted
+// is left out; neither is taken for an unfold request; a conversation
+// opened again sees them.
+func TestNoteRequests(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	c, _, err := s.Conversation("anthropic-messages", "", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	r1 := Request{N: 1, Raw: 1200, Sent: 1200, Window: 200000, Budget: 100000, Reserve: 13000, At: at}
+	r2 := Request{N: 2, Raw: 90000, Sent: 40000, Window: 200000, Budget: 100000, Reserve: 13000, Seq: 1, Compactions: 1, At: at.Add(time.Second)}
+	u2 := Usage{Input: 3, CacheRead: 30000, CacheWrite: 9997, Output: 512}
+	for _, step := range []func() error{
+		func() error { return NoteRequest(c.Path(), r2) },
+		func() error { return NoteUsage(c.Path(), 2, u2) },
+		func() error { return NoteRequest(c.Path(), r1) },
+		func() error { return NoteUsage(c.Path(), 7, Usage{Input: 1}) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := c.Requests(); err != nil || r != nil {
+		t.Fatalf("request lines taken for unfold requests: %v %v", r, err)
+	}
+	c.Close()
+	_, got, err := s.Conversation("anthropic-messages", "", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Usage = &u2
+	if want := []Request{r1, r2}; !reflect.DeepEqual(got.Requests, want) {
+		t.Fatalf("requests\n%+v\nwant\n%+v", got.Requests, want)
+	}
+	if got.Bad != 0 {
+		t.Fatalf("%d bad lines", got.Bad)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -334,8 +335,60 @@ func read(ctx context.Context, q querier, name string) (*foldstore.Contents, err
 	if err != nil {
 		return nil, err
 	}
-	c.Calls, err = scanCalls(rows)
+	if c.Calls, err = scanCalls(rows); err != nil {
+		return nil, err
+	}
+	c.Requests, err = readRequests(ctx, q, name)
 	return c, err
+}
+
+// readRequests returns the requests noted in conversation name with their
+// usage, as the file store orders them: by number, usage found by number.
+func readRequests(ctx context.Context, q querier, name string) ([]foldstore.Request, error) {
+	rows, err := q.Query(ctx, `SELECT n, at, raw, sent, win, budget, reserve, seq, compactions FROM requests WHERE conversation = $1 ORDER BY pos`, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []foldstore.Request
+	for rows.Next() {
+		var r foldstore.Request
+		var at string
+		if err := rows.Scan(&r.N, &at, &r.Raw, &r.Sent, &r.Window, &r.Budget, &r.Reserve, &r.Seq, &r.Compactions); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		r.At, _ = time.Parse(time.RFC3339Nano, at)
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = q.Query(ctx, `SELECT n, input, cache_read, cache_write, output FROM usage WHERE conversation = $1 ORDER BY pos`, name)
+	if err != nil {
+		return nil, err
+	}
+	usage := map[int]foldstore.Usage{}
+	for rows.Next() {
+		var n int
+		var u foldstore.Usage
+		if err := rows.Scan(&n, &u.Input, &u.CacheRead, &u.CacheWrite, &u.Output); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		usage[n] = u
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].N < out[j].N })
+	for i := range out {
+		if u, ok := usage[out[i].N]; ok {
+			out[i].Usage = &u
+		}
+	}
+	return out, nil
 }
 
 func scanCalls(rows pgx.Rows) ([]foldstore.Call, error) {
@@ -442,6 +495,18 @@ func (s *Store) RecentCalls(name string, _ int64) ([]foldstore.Call, error) {
 func (s *Store) NoteCall(name string, c foldstore.Call) error {
 	return s.insert(name, `INSERT INTO calls (conversation, id, name, ns, args, at) VALUES ($1, $2, $3, $4, $5, $6)`,
 		c.ID, c.Name, c.Namespace, []byte(c.Args), c.At.UTC().Format(time.RFC3339Nano))
+}
+
+// NoteRequest implements foldstore.Backend.
+func (s *Store) NoteRequest(name string, r foldstore.Request) error {
+	return s.insert(name, `INSERT INTO requests (conversation, n, at, raw, sent, win, budget, reserve, seq, compactions) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		r.N, r.At.UTC().Format(time.RFC3339Nano), r.Raw, r.Sent, r.Window, r.Budget, r.Reserve, r.Seq, r.Compactions)
+}
+
+// NoteUsage implements foldstore.Backend.
+func (s *Store) NoteUsage(name string, n int, u foldstore.Usage) error {
+	return s.insert(name, `INSERT INTO usage (conversation, n, input, cache_read, cache_write, output) VALUES ($1, $2, $3, $4, $5, $6)`,
+		n, u.Input, u.CacheRead, u.CacheWrite, u.Output)
 }
 
 // RequestUnfold implements foldstore.Reader.

@@ -212,6 +212,19 @@ func TestSameContents(t *testing.T) {
 		for _, o := range ops {
 			o(t, log, st.r, st.ref)
 		}
+		// The requests and usage the proxy notes for the report page,
+		// out of order as they may land.
+		for _, r := range []foldstore.Request{
+			{N: 2, Raw: 9000, Sent: 4000, Window: 200000, Budget: 150000, Reserve: 33000, Seq: 1, Compactions: 0, At: at.Add(2 * time.Second)},
+			{N: 1, Raw: 8000, Sent: 8000, Window: 200000, Budget: 150000, Reserve: 33000, At: at.Add(time.Second)},
+		} {
+			if err := st.b.NoteRequest(log.Path(), r); err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+		}
+		if err := st.b.NoteUsage(log.Path(), 2, foldstore.Usage{Input: 10, CacheRead: 3900, CacheWrite: 90, Output: 70}); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
 		log.Close()
 		got, err := st.r.Read(st.ref)
 		if err != nil {
@@ -234,7 +247,8 @@ func TestSameContents(t *testing.T) {
 				t.Fatal(err)
 			}
 			pgstore.SetNow(pg, func() time.Time { return created })
-			if len(got.Entries) != 5 || len(got.Texts) != 5 || len(got.Calls) != 2 || got.Indexes != 2 {
+			if len(got.Entries) != 5 || len(got.Texts) != 5 || len(got.Calls) != 2 || got.Indexes != 2 ||
+				len(got.Requests) != 2 || got.Requests[0].N != 1 || got.Requests[0].Usage != nil || got.Requests[1].Usage == nil {
 				t.Fatalf("the file store holds %+v", got)
 			}
 			continue

@@ -77,6 +77,34 @@ CREATE TABLE aliases (
 	target text NOT NULL
 );
 `,
+	// 2: the requests the proxy noted and their responses' usage, for the
+	// report page (foldstore.Contents.Requests).
+	`
+CREATE TABLE requests (
+	pos          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	conversation text NOT NULL REFERENCES conversations (name) ON DELETE CASCADE,
+	n            integer NOT NULL,
+	at           text NOT NULL,
+	raw          integer NOT NULL,
+	sent         integer NOT NULL,
+	win          integer NOT NULL,
+	budget       integer NOT NULL,
+	reserve      integer NOT NULL,
+	seq          integer NOT NULL,
+	compactions  integer NOT NULL
+);
+CREATE INDEX requests_conversation ON requests (conversation, pos);
+CREATE TABLE usage (
+	pos          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	conversation text NOT NULL REFERENCES conversations (name) ON DELETE CASCADE,
+	n            integer NOT NULL,
+	input        integer NOT NULL,
+	cache_read   integer NOT NULL,
+	cache_write  integer NOT NULL,
+	output       integer NOT NULL
+);
+CREATE INDEX usage_conversation ON usage (conversation, pos);
+`,
 }
 
 // migrationLock is the pg_advisory_lock key the schema is migrated under:

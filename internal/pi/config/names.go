@@ -31,6 +31,7 @@ var OtherEnv = []EnvVar{
 	{"CONTEXTFOLD_PI_CLI", "tests: Pi's cli.js"},
 	{"CONTEXTFOLD_PI_DIR", "tests: Pi's package directory"},
 	{"CONTEXTFOLD_REPORT_SHOTS", "tests: keep the report pages' screenshots in this folder"},
+	{"CONTEXTFOLD_PG_URL", "tests: the PostgreSQL server the store's tests use instead of a throw-away cluster"},
 	{"CONTEXTFOLD_E2E", "tests: run the end-to-end suite"},
 	{"CONTEXTFOLD_BENCH", "tests: run the benchmarks"},
 	{"CONTEXTFOLD_DIST", "tests: the packaged distribution to test"},

@@ -433,7 +433,14 @@ func TestPackageLoadsByPathAndInstall(t *testing.T) {
 		t.Fatal("installed + -e on the same path did not load the extension exactly once")
 	}
 	cp := t.TempDir()
-	for _, f := range []string{"package.json", "index.ts", "extension/index.ts", "extension/session.ts", "extension/protocol.ts", "extension/wire.ts", "extension/tools.ts", "extension/menu.ts", "extension/advisory.ts", "extension/locate.js"} {
+	// The package's files: package.json, index.ts and the extension folder's
+	// sources, whatever they are now.
+	srcs, _ := filepath.Glob(filepath.Join(RepoRoot(t), "extension", "*.[tj]s"))
+	pkgFiles := []string{"package.json", "index.ts"}
+	for _, f := range srcs {
+		pkgFiles = append(pkgFiles, filepath.Join("extension", filepath.Base(f)))
+	}
+	for _, f := range pkgFiles {
 		data, err := os.ReadFile(filepath.Join(RepoRoot(t), f))
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,7 @@
 import { Type } from "typebox";
 
 export const recallParams = Type.Object({
-	code: Type.Optional(Type.String({ description: "One fold code, as the hints in digests name it (code=<code>); codes takes several." })),
+	code: Type.Optional(Type.String({ description: "One fold code (as hints name it)." })),
 	codes: Type.Optional(
 		Type.Array(Type.String(), {
 			description: "Fold codes from {#<code> FOLDED} tags in your context (bare code or the whole tag). Omit when using `search`.",
@@ -23,8 +23,7 @@ export const recallParams = Type.Object({
 });
 
 export const unfoldParams = Type.Object({
-	code: Type.Optional(Type.String({ description: "One fold code, as the hints in digests name it (code=<code>); codes takes several." })),
-	codes: Type.Optional(Type.Array(Type.String(), { description: "Fold codes from {#<code> FOLDED} tags (bare code or the whole tag)." })),
+	codes: Type.Array(Type.String(), { description: "Fold codes from {#<code> FOLDED} tags (bare code or the whole tag)." }),
 });
 
 export const RECALL = {

@@ -10,7 +10,8 @@ import (
 func marshalString(s string) ([]byte, error) { return rawjson.Quote(nil, s), nil }
 
 // UnfoldParams name the codes to release.
-// Code is the single form the hints print; both are taken.
+// Its schema declares codes only; code, recall_folded's single form, is
+// taken too, for a model that writes it.
 type UnfoldParams struct {
 	Code  string   `json:"code,omitempty"`
 	Codes []string `json:"codes"`

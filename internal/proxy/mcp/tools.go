@@ -20,7 +20,7 @@ import (
 const (
 	recallDescription = "Read back the exact original of a block shown as {#<code> FOLDED} (an older tool result or thinking that was folded to a short digest; its error lines stay visible in the digest). Bounded: whole reads are capped; slice with grep=<term>, lines=<a-b> or chars=<a-b>; search=<term> without codes finds which folded block holds a term. Read-only: blocks stay folded. If a narrower command or a file read gets the detail more cheaply, do that instead."
 	unfoldDescription = "Restore folded blocks ({#<code> FOLDED}) to their full content in your context from the next request on, for good. Costs their full size on every later request: prefer recall_folded for a one-time read."
-	codeDescription   = "One fold code, as the hints in digests name it (code=<code>); codes takes several."
+	codeDescription   = "One fold code (as hints name it)."
 	codesDescription  = "Fold codes from {#<code> FOLDED} tags in your context (bare code or the whole tag). Omit when using `search`."
 	grepDescription   = "Return only lines containing this text (case-insensitive)."
 	linesDescription  = `Return only a line range, 1-based inclusive, e.g. "40-80".`
@@ -65,8 +65,7 @@ func (st store) tools() []Tool {
 		},
 		{
 			Name: "unfold", Title: "Unfold context", Description: unfoldDescription,
-			InputSchema: schema(map[string]any{"type": "object", "properties": map[string]any{
-				"code":  str(codeDescription),
+			InputSchema: schema(map[string]any{"type": "object", "required": []string{"codes"}, "properties": map[string]any{
 				"codes": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": unfoldCodes},
 			}}),
 			Call: st.unfold,

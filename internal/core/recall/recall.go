@@ -496,6 +496,12 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// Count says n things, in the singular for one ("1 fold event", "2 fold
+// events"), for every count a person or the model reads.
+func Count(n int, one, many string) string {
+	return strconv.Itoa(n) + " " + plural(n, one, many)
+}
+
 // Block is one folded block for Search. Note labels what was served (the
 // route notes of render.go); it is rendered after the label. Unverified
 // marks text that is not known to be the folded bytes (it failed the

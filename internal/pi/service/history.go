@@ -152,14 +152,14 @@ func eventLines(ss *session) []string {
 	from := max(0, len(ss.events)-recentEvents)
 	out := []string{fmt.Sprintf("recent fold events (%d of %d):", len(ss.events)-from, len(ss.events))}
 	for _, ev := range ss.events[from:] {
-		out = append(out, fmt.Sprintf("  #%d at request %d: %s, −%s tok a request", ev.Seq, ev.Request, count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked)))
+		out = append(out, fmt.Sprintf("  #%d at request %d: %s, −%s tok a request", ev.Seq, ev.Request, recall.Count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked)))
 	}
 	return out
 }
 
 // eventNotice is the short notice of a fold event.
 func eventNotice(ev foldEvent) string {
-	return fmt.Sprintf("context-fold: folded %s, −%s tok a request (fold event %d)", count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked), ev.Seq)
+	return fmt.Sprintf("context-fold: folded %s, −%s tok a request (fold event %d)", recall.Count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked), ev.Seq)
 }
 
 // FoldedBlock is one block folded now, as the menu lists it.
@@ -261,7 +261,7 @@ func foldedLines(bs []FoldedBlock) []string {
 	if len(bs) == 0 {
 		return nil
 	}
-	out := []string{fmt.Sprintf("folded now: %s (code · tool · age · size · kept out of each request · error lines kept; recall or unfold one from the /context-fold menu)", count(len(bs), "block", "blocks"))}
+	out := []string{fmt.Sprintf("folded now: %s (code · tool · age · size · kept out of each request · error lines kept; recall or unfold one from the /context-fold menu)", recall.Count(len(bs), "block", "blocks"))}
 	for _, b := range bs[:min(len(bs), foldedShown)] {
 		out = append(out, "  "+b.Row)
 	}

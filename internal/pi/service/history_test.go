@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/contextfold/contextfold/internal/core/policy"
+	"github.com/contextfold/contextfold/internal/core/recall"
 	"github.com/contextfold/contextfold/internal/core/telemetry"
 	"github.com/contextfold/contextfold/internal/pi/ledger"
 	"github.com/contextfold/contextfold/internal/pi/protocol"
@@ -164,12 +165,12 @@ func TestFoldNotices(t *testing.T) {
 		t.Fatalf("%d notices for %d fold events", len(notices), len(st.Events))
 	}
 	for i, ev := range st.Events {
-		if want := fmt.Sprintf("context-fold: folded %s, −%s tok a request (fold event %d)", count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked), ev.Seq); notices[i] != want {
+		if want := fmt.Sprintf("context-fold: folded %s, −%s tok a request (fold event %d)", recall.Count(ev.Blocks, "block", "blocks"), telemetry.K(ev.Masked), ev.Seq); notices[i] != want {
 			t.Errorf("notice %q, want %q", notices[i], want)
 		}
 	}
 	last := st.Events[len(st.Events)-1]
-	if l := fmt.Sprintf("  #%d at request %d: %s, −%s tok a request", last.Seq, last.Request, count(last.Blocks, "block", "blocks"), telemetry.K(last.Masked)); !strings.Contains(strings.Join(st.Lines, "\n"), l) {
+	if l := fmt.Sprintf("  #%d at request %d: %s, −%s tok a request", last.Seq, last.Request, recall.Count(last.Blocks, "block", "blocks"), telemetry.K(last.Masked)); !strings.Contains(strings.Join(st.Lines, "\n"), l) {
 		t.Fatalf("status does not list the newest event %q:\n%s", l, strings.Join(st.Lines, "\n"))
 	}
 	_, _, quiet := liveSession(t, t.TempDir(), 30, map[string]string{"CONTEXTFOLD_FOLD_NOTICES": "off"})

@@ -205,9 +205,9 @@ func (s *Service) Handoff(goal string) (*HandoffResult, error) {
 // WriteInspection prints an inspection for people.
 func WriteInspection(w io.Writer, in *Inspection) {
 	fmt.Fprintf(w, "session %s\nfile %s\n%d entries (%d malformed lines skipped%s), %d messages\n", in.Session, in.File, in.Entries, in.Skipped, truncNote(in.Truncated), in.Messages)
-	fmt.Fprintf(w, "\n%s, %s, ~%d tokens masked\n", count(len(in.Events), "fold event", "fold events"), count(len(in.Codes), "code", "codes"), in.Masked)
+	fmt.Fprintf(w, "\n%s, %s, ~%d tokens masked\n", recall.Count(len(in.Events), "fold event", "fold events"), recall.Count(len(in.Codes), "code", "codes"), in.Masked)
 	for _, e := range in.Events {
-		fmt.Fprintf(w, "  layer %d (%s): %s, ~%d tokens masked\n", e.Seq, e.Trigger, count(e.Blocks, "block", "blocks"), e.Masked)
+		fmt.Fprintf(w, "  layer %d (%s): %s, ~%d tokens masked\n", e.Seq, e.Trigger, recall.Count(e.Blocks, "block", "blocks"), e.Masked)
 	}
 	fmt.Fprintf(w, "\n%d compactions\n", len(in.Compactions))
 	for _, c := range in.Compactions {

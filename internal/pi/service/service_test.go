@@ -18,6 +18,7 @@ import (
 	"github.com/contextfold/contextfold/internal/core/engine"
 	"github.com/contextfold/contextfold/internal/core/policy"
 	"github.com/contextfold/contextfold/internal/core/rawjson"
+	"github.com/contextfold/contextfold/internal/core/recall"
 	"github.com/contextfold/contextfold/internal/pi/indexfile"
 	"github.com/contextfold/contextfold/internal/pi/protocol"
 	"github.com/contextfold/contextfold/internal/testsupport/pisession"
@@ -623,7 +624,7 @@ func TestStatusAfterResume(t *testing.T) {
 	if st.EventCount != before.EventCount || st.Blocks != before.Blocks || st.Masked == 0 {
 		t.Fatalf("resumed status before the first request: %+v, want %d events, %d blocks", st, before.EventCount, before.Blocks)
 	}
-	if !strings.Contains(st.Lines[0], count(before.EventCount, "fold event", "fold events")+", "+count(before.Blocks, "block", "blocks")+" folded") || !strings.Contains(st.Lines[0], "from recorded sizes") {
+	if !strings.Contains(st.Lines[0], recall.Count(before.EventCount, "fold event", "fold events")+", "+recall.Count(before.Blocks, "block", "blocks")+" folded") || !strings.Contains(st.Lines[0], "from recorded sizes") {
 		t.Fatalf("status line: %q", st.Lines[0])
 	}
 	if before.EventCount == 1 && !strings.Contains(st.Lines[0], "context-fold: 1 fold event, ") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/contextfold/contextfold/internal/core/rawjson"
+	"github.com/contextfold/contextfold/internal/core/recall"
 	"github.com/contextfold/contextfold/internal/core/telemetry"
 	"github.com/contextfold/contextfold/internal/core/version"
 	"github.com/contextfold/contextfold/internal/pi/config"
@@ -294,20 +295,12 @@ type Status struct {
 	Engine string `json:"engine"`
 }
 
-// count says n things, in the singular for one.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
-
 // flags are the yellow flags of the status.
 func (s *Service) flags(ss *session) []string {
 	var out []string
 	tm := ss.tm
 	if tm.WireDeferred > 0 {
-		out = append(out, count(tm.WireDeferred, "fold", "folds")+" committed but not seen on the wire: another extension or the transport is bypassing them")
+		out = append(out, recall.Count(tm.WireDeferred, "fold", "folds")+" committed but not seen on the wire: another extension or the transport is bypassing them")
 	}
 	if tm.Bridged {
 		out = append(out, "this provider keeps its own conversation: folding is paused for the session")
@@ -418,7 +411,7 @@ func (s *Service) statusView() *Status {
 	if ss.window > 0 {
 		usage = fmt.Sprintf(" · usage %.0f%% of %s (%s)", 100*ss.status.UsageFraction, telemetry.K(ss.window), gauge(ss, false))
 	}
-	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %s, %s folded, ~%s tok masked per request%s%s", count(f.events, "fold event", "fold events"), count(f.blocks, "block", "blocks"), telemetry.K(f.masked), f.note(), usage))
+	st.Lines = append(st.Lines, fmt.Sprintf("context-fold: %s, %s folded, ~%s tok masked per request%s%s", recall.Count(f.events, "fold event", "fold events"), recall.Count(f.blocks, "block", "blocks"), telemetry.K(f.masked), f.note(), usage))
 	if r, ok := tm.HitRatio(); ok {
 		st.HitRatio = r
 		writes := "writes unreported"

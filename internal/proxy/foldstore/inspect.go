@@ -7,6 +7,7 @@ import (
 
 	"github.com/contextfold/contextfold/internal/core/digest"
 	"github.com/contextfold/contextfold/internal/core/engine"
+	"github.com/contextfold/contextfold/internal/core/recall"
 )
 
 // Inspection is what contextfold inspect reports about a conversation
@@ -80,14 +81,6 @@ func Inspect(path string, c *Contents) *Inspection {
 	return in
 }
 
-// count says n things, in the singular for one.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // WriteInspection prints an inspection for people.
 func WriteInspection(w io.Writer, in *Inspection) {
 	fmt.Fprintf(w, "proxy conversation (%s), created %s\nfile %s\n", in.API, in.Created, in.File)
@@ -95,9 +88,9 @@ func WriteInspection(w io.Writer, in *Inspection) {
 		fmt.Fprintf(w, "%d lines could not be read (torn by a failed write, or not a record)\n", in.Bad)
 	}
 	fmt.Fprintf(w, "\n%s, %s, %s of recall_folded or unfold noted\n",
-		count(len(in.Events), "fold event", "fold events"), count(len(in.Codes), "code", "codes"), count(in.Calls, "call", "calls"))
+		recall.Count(len(in.Events), "fold event", "fold events"), recall.Count(len(in.Codes), "code", "codes"), recall.Count(in.Calls, "call", "calls"))
 	for _, e := range in.Events {
-		fmt.Fprintf(w, "  layer %d (%s): %s\n", e.Seq, e.Trigger, count(e.Blocks, "block", "blocks"))
+		fmt.Fprintf(w, "  layer %d (%s): %s\n", e.Seq, e.Trigger, recall.Count(e.Blocks, "block", "blocks"))
 	}
 	fmt.Fprintf(w, "\ncodes (recall availability):\n")
 	for _, c := range in.Codes {

@@ -612,15 +612,20 @@ func read(f *os.File) (*Contents, int64, error) {
 	if n > 0 && first {
 		return nil, 0, errors.New("not a context-fold conversation file")
 	}
-	// Noted apart, off the requests' path, the lines may land out of
-	// order: requests are put in order and usage found by number.
-	sort.SliceStable(c.Requests, func(i, j int) bool { return c.Requests[i].N < c.Requests[j].N })
-	for i := range c.Requests {
-		if u, ok := usage[c.Requests[i].N]; ok {
-			c.Requests[i].Usage = &u
+	PairUsage(c.Requests, usage)
+	return c, n, nil
+}
+
+// PairUsage puts requests in order and gives each the usage noted for its
+// number. Noted apart, off the requests' path, requests and usage may be
+// recorded out of order; every store reads them back through this.
+func PairUsage(reqs []Request, usage map[int]Usage) {
+	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].N < reqs[j].N })
+	for i := range reqs {
+		if u, ok := usage[reqs[i].N]; ok {
+			reqs[i].Usage = &u
 		}
 	}
-	return c, n, nil
 }
 
 // Files lists the store's conversation files, newest first.

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -343,7 +342,7 @@ func read(ctx context.Context, q querier, name string) (*foldstore.Contents, err
 }
 
 // readRequests returns the requests noted in conversation name with their
-// usage, as the file store orders them: by number, usage found by number.
+// usage, paired as the file store pairs them.
 func readRequests(ctx context.Context, q querier, name string) ([]foldstore.Request, error) {
 	rows, err := q.Query(ctx, `SELECT n, at, raw, sent, win, budget, reserve, seq, compactions FROM requests WHERE conversation = $1 ORDER BY pos`, name)
 	if err != nil {
@@ -382,12 +381,7 @@ func readRequests(ctx context.Context, q querier, name string) ([]foldstore.Requ
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].N < out[j].N })
-	for i := range out {
-		if u, ok := usage[out[i].N]; ok {
-			out[i].Usage = &u
-		}
-	}
+	foldstore.PairUsage(out, usage)
 	return out, nil
 }
 
